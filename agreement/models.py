@@ -1,0 +1,1 @@
+# The agreement report is computed by pure functions in agreement/statistics.py.

@@ -1,0 +1,131 @@
+from django.conf import settings
+from django.db import models
+
+
+class Evaluation(models.Model):
+    """A dataset x one or more rubric versions, with annotators, overlap N and judge runs."""
+
+    class Order(models.TextChoices):
+        DATASET = "dataset", "Dataset order"
+        SHUFFLED = "shuffled", "Shuffled (fixed per evaluation)"
+
+    project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="evaluations")
+    dataset = models.ForeignKey("datasets.Dataset", on_delete=models.PROTECT, related_name="evaluations")
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    rubric_versions = models.ManyToManyField("rubrics.RubricVersion", related_name="evaluations")
+    annotators = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="evaluations")
+    overlap = models.PositiveIntegerField(default=3, help_text="Human ratings each item needs (N).")
+    reservation_minutes = models.PositiveIntegerField(default=30)
+    order = models.CharField(max_length=20, choices=Order.choices, default=Order.DATASET)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name"], name="evaluation_name_unique_in_project"),
+            models.CheckConstraint(condition=models.Q(overlap__gte=1), name="evaluation_overlap_at_least_one"),
+            models.CheckConstraint(
+                condition=models.Q(reservation_minutes__gte=1), name="evaluation_reservation_positive"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Rater(models.Model):
+    """Who gave a rating: a user, a judge run, or a name imported with earlier ratings."""
+
+    class Kind(models.TextChoices):
+        HUMAN = "human", "Human"
+        MODEL = "model", "Model"
+
+    project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="raters")
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="raters"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["kind", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name"], name="rater_name_unique_in_project"),
+            models.UniqueConstraint(
+                fields=["project", "user"], condition=models.Q(user__isnull=False), name="one_rater_per_user"
+            ),
+            models.CheckConstraint(condition=models.Q(kind__in=["human", "model"]), name="rater_kind_is_known"),
+            models.CheckConstraint(
+                condition=models.Q(user__isnull=True) | models.Q(kind="human"), name="user_raters_are_human"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Rating(models.Model):
+    """One rater's current answer for one item under one rubric version, in one evaluation.
+
+    `value` is the canonical text of the answer: a scale value for likert ("4", or "3.72" for a
+    probability-weighted judge score), a label for categorical, "A" / "SAME" / "B" for pairwise
+    with A = baseline and B = response. A judge reply that could not be parsed is stored with
+    `parse_failed` and an empty value, never as a score.
+    """
+
+    evaluation = models.ForeignKey(Evaluation, on_delete=models.CASCADE, related_name="ratings")
+    item = models.ForeignKey("datasets.Item", on_delete=models.CASCADE, related_name="ratings")
+    rubric_version = models.ForeignKey("rubrics.RubricVersion", on_delete=models.PROTECT, related_name="ratings")
+    rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="ratings")
+    value = models.CharField(max_length=64, blank=True)
+    explanation = models.TextField(blank=True)
+    parse_failed = models.BooleanField(default=False)
+    raw_output = models.TextField(blank=True)
+    # Pairwise only: which response the rater saw on the left ("baseline" or "response").
+    side_shown = models.CharField(max_length=10, blank=True)
+    seconds_spent = models.FloatField(null=True, blank=True)
+    details = models.JSONField(default=dict, blank=True, help_text="Judge extras: argmax, samples, tokens.")
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["evaluation", "rater", "item", "rubric_version"], name="one_rating_per_rater_item_version"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(parse_failed=True) | ~models.Q(value=""), name="rating_has_value_or_failed"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(side_shown__in=["", "baseline", "response"]), name="rating_side_shown_is_known"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["evaluation", "rubric_version", "item"], name="rating_eval_version_item"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.rater} on {self.item_id}: {self.value or 'parse failure'}"
+
+
+class RatingRevision(models.Model):
+    """An earlier value of a rating, kept when a person revises it."""
+
+    rating = models.ForeignKey(Rating, on_delete=models.CASCADE, related_name="revisions")
+    value = models.CharField(max_length=64, blank=True)
+    explanation = models.TextField(blank=True)
+    side_shown = models.CharField(max_length=10, blank=True)
+    seconds_spent = models.FloatField(null=True, blank=True)
+    created = models.DateTimeField(help_text="When this earlier value was first saved.")
+    replaced = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["rating", "replaced"]
+
+    def __str__(self) -> str:
+        return f"revision of rating {self.rating_id}: {self.value}"

@@ -1,0 +1,1 @@
+# Judge, JudgeRun and JudgeCall live here (issue: LLM judges through Celery).

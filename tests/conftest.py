@@ -1,0 +1,43 @@
+"""Persona fixtures shared by every test: a researcher, an annotator and an outsider of one project."""
+
+import pytest
+
+from tests import factories
+
+
+@pytest.fixture
+def researcher(db):
+    return factories.make_user("rita")
+
+
+@pytest.fixture
+def annotator(db):
+    return factories.make_user("anna")
+
+
+@pytest.fixture
+def outsider(db):
+    return factories.make_user("otto")
+
+
+@pytest.fixture
+def project(researcher, annotator):
+    return factories.make_project(name="Demo study", researchers=[researcher], annotators=[annotator])
+
+
+@pytest.fixture
+def researcher_client(client, researcher):
+    client.force_login(researcher)
+    return client
+
+
+@pytest.fixture
+def annotator_client(client, annotator):
+    client.force_login(annotator)
+    return client
+
+
+@pytest.fixture
+def outsider_client(client, outsider):
+    client.force_login(outsider)
+    return client

@@ -1,0 +1,53 @@
+import pytest
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+
+from projects.access import get_project_for, projects_for
+
+
+@pytest.mark.django_db
+class TestGetProjectFor:
+    def test_researcher_gets_project_at_researcher_role(self, project, researcher):
+        assert get_project_for(researcher, project.slug, role="researcher") == project
+
+    def test_annotator_gets_project_at_annotator_role(self, project, annotator):
+        assert get_project_for(annotator, project.slug, role="annotator") == project
+
+    def test_annotator_is_refused_researcher_pages_with_403(self, project, annotator):
+        with pytest.raises(PermissionDenied):
+            get_project_for(annotator, project.slug, role="researcher")
+
+    @pytest.mark.parametrize("role", ["annotator", "researcher"])
+    def test_outsider_cannot_learn_the_project_exists(self, project, outsider, role):
+        with pytest.raises(Http404):
+            get_project_for(outsider, project.slug, role=role)
+
+    def test_unknown_slug_is_404(self, researcher):
+        with pytest.raises(Http404):
+            get_project_for(researcher, "no-such-project")
+
+
+@pytest.mark.django_db
+def test_projects_for_lists_only_memberships_with_role(project, researcher, annotator, outsider):
+    assert [(p.slug, p.role) for p in projects_for(researcher)] == [(project.slug, "researcher")]
+    assert [(p.slug, p.role) for p in projects_for(annotator)] == [(project.slug, "annotator")]
+    assert list(projects_for(outsider)) == []
+
+
+@pytest.mark.django_db
+def test_project_list_page_shows_only_own_projects(outsider_client, project):
+    response = outsider_client.get("/")
+    assert response.status_code == 200
+    assert project.name not in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_project_page_is_404_for_outsider(outsider_client, project):
+    assert outsider_client.get(f"/p/{project.slug}/").status_code == 404
+
+
+@pytest.mark.django_db
+def test_anonymous_user_is_sent_to_login(client, project):
+    response = client.get(f"/p/{project.slug}/")
+    assert response.status_code == 302
+    assert response["Location"].startswith("/login/")
