@@ -127,6 +127,7 @@ INSTALLED_APPS = [
     "rubrics",
     "datasets",
     "evaluations",
+    "rating",
     "judges",
     "agreement",
 ]

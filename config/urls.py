@@ -12,6 +12,7 @@ urlpatterns = [
     path("", include("rubrics.urls")),
     path("", include("datasets.urls")),
     path("", include("evaluations.urls")),
+    path("", include("rating.urls")),
     path("", include("judges.urls")),
     path("", include("agreement.urls")),
 ]

@@ -68,6 +68,14 @@ class Rater(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    @classmethod
+    def for_user(cls, project, user) -> "Rater":
+        """The human rater a user rates as in a project, made on first use."""
+        rater, _ = cls.objects.get_or_create(
+            project=project, user=user, defaults={"name": user.get_username(), "kind": cls.Kind.HUMAN}
+        )
+        return rater
+
 
 class Rating(models.Model):
     """One rater's current answer for one item under one rubric version, in one evaluation.

@@ -41,3 +41,20 @@ def annotator_client(client, annotator):
 def outsider_client(client, outsider):
     client.force_login(outsider)
     return client
+
+
+@pytest.fixture
+def celery_worker_process(transactional_db, settings):
+    """A real Celery worker process on the test database and the test broker.
+
+    Tests that use it must commit their data (transactional_db) so the worker can see it.
+    Yields the Popen; the worker is terminated afterwards. Extra `-c`/`--pool` can be set by
+    parametrising `worker_options` (a list of CLI arguments).
+    """
+    from tests.workers import start_worker, stop_worker
+
+    process = start_worker()
+    try:
+        yield process
+    finally:
+        stop_worker(process)

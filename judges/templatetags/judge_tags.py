@@ -1,0 +1,10 @@
+"""The Judge runs section of the evaluation page, owned by the judges app."""
+
+from django import template
+
+register = template.Library()
+
+
+@register.inclusion_tag("judges/_evaluation_judge_runs.html", takes_context=True)
+def evaluation_judge_runs(context, evaluation):
+    return {"evaluation": evaluation, "project": evaluation.project, "request": context.get("request")}

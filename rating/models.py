@@ -1,0 +1,1 @@
+# Assignment (reservations) lives here: human rating in the browser.
