@@ -1,0 +1,86 @@
+"""Create the demo project: two demo users, the demo dataset and an evaluation on the built-in rubrics.
+
+Idempotent: running it again changes nothing that is already there.
+"""
+
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from projects.models import Membership, Project
+
+DEMO_DATASET = Path(__file__).resolve().parents[2] / "demo" / "dataset.jsonl"
+DEMO_PASSWORD = "concord-demo"
+DEMO_USERS = {"researcher": Membership.Role.RESEARCHER, "annotator": Membership.Role.ANNOTATOR}
+
+
+class Command(BaseCommand):
+    help = "Create the demo project, users, dataset and evaluation (idempotent)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--password", default=DEMO_PASSWORD, help="Password of the demo users.")
+
+    def handle(self, *args, password: str, **options):
+        with transaction.atomic():
+            project, _ = Project.objects.get_or_create(
+                slug="demo",
+                defaults={
+                    "name": "Demo study",
+                    "description": "Twelve short dialogs written for Concord, rated with the four built-in rubrics.",
+                },
+            )
+            users = {name: self.ensure_user(name, password, project, role) for name, role in DEMO_USERS.items()}
+        dataset = self.ensure_dataset(project, users["researcher"])
+        evaluation = self.ensure_evaluation(project, dataset, users)
+        self.ensure_judge(project, evaluation)
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Demo project ready: researcher / {password} and annotator / {password}"
+            )
+        )
+
+    def ensure_user(self, username: str, password: str, project: Project, role: str):
+        user, created = get_user_model().objects.get_or_create(username=username)
+        if created:
+            user.set_password(password)
+            user.save(update_fields=["password"])
+        Membership.objects.get_or_create(project=project, user=user, defaults={"role": role})
+        return user
+
+    def ensure_dataset(self, project: Project, user):
+        from datasets.models import Dataset
+        from datasets.services import import_dataset
+
+        existing = Dataset.objects.filter(project=project, name="Demo dialogs").first()
+        if existing:
+            return existing
+        import_dataset(project=project, name="Demo dialogs", path=DEMO_DATASET, user=user)
+        return Dataset.objects.get(project=project, name="Demo dialogs")
+
+    def ensure_evaluation(self, project: Project, dataset, users):
+        from evaluations.models import Evaluation
+        from evaluations.services import create_evaluation
+        from rubrics.models import Rubric
+
+        evaluation = Evaluation.objects.filter(project=project, name="Demo evaluation").first()
+        if evaluation is None:
+            versions = [
+                rubric.latest_version()
+                for rubric in Rubric.objects.filter(project__isnull=True).order_by("builtin_key")
+            ]
+            evaluation = create_evaluation(
+                project=project, dataset=dataset, rubric_versions=[v for v in versions if v],
+                name="Demo evaluation", overlap=2, created_by=users["researcher"],
+            )
+        evaluation.annotators.add(users["annotator"], users["researcher"])
+        return evaluation
+
+    def ensure_judge(self, project: Project, evaluation) -> None:
+        """A simulated judge against the project's own test server, so judge runs work offline."""
+        try:
+            from judges.services import ensure_demo_judge
+        except ImportError:
+            return
+        ensure_demo_judge(project=project)

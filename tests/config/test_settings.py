@@ -1,0 +1,49 @@
+"""Settings come from the environment and fail loudly, naming the variable, when a value is malformed."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def boot(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    environment = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL"}}
+    environment.update(CONCORD_VAR_DIR=str(tmp_path), **env)
+    return subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("DATABASE_URL", "mysql-ish:/nowhere"),
+        ("CELERY_BROKER_URL", "carrier-pigeon://coop"),
+        ("DEBUG", "maybe"),
+        ("LLM_REQUEST_TIMEOUT", "soon"),
+        ("LLM_MAX_ATTEMPTS", "-3"),
+        ("CONCORD_MAX_UPLOAD_BYTES", "big"),
+        ("REDIS_URL", "localhost:6379"),
+    ],
+)
+def test_malformed_variable_stops_start_up_naming_it(tmp_path, name, value):
+    result = boot(tmp_path, **{name: value})
+    assert result.returncode != 0
+    assert name in result.stderr
+    assert "ImproperlyConfigured" in result.stderr
+
+
+def test_debug_off_requires_a_secret_key(tmp_path):
+    result = boot(tmp_path, DEBUG="false")
+    assert result.returncode != 0
+    assert "SECRET_KEY" in result.stderr
+
+
+def test_unset_variables_give_the_embedded_default(tmp_path):
+    result = boot(tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "broker" / "queue").is_dir()
