@@ -1,0 +1,262 @@
+"""One dialog item as a plain record, and the parser that turns a JSON object into it.
+
+This module is the contract other apps code against: `ItemRecord` has the same attribute names as
+`datasets.models.Item` (external_id, context, response, baseline, metadata), so prompt rendering
+and checks work on either. `parse_item_object` accepts the shapes of DESIGN.md:
+
+- ``{"id", "turns": [{"speaker", "text"}, ...], "response"?, "baseline"?, "metadata"?}``;
+  without ``response`` the last turn is the rated response and the rest is the context;
+- OpenAI chat ``{"id", "messages": [{"role", "content"}, ...], ...}``; roles become speakers
+  (user -> USER, assistant -> BOT, system -> SYSTEM, any other role upper-cased);
+- speakers are kept exactly as given in the ``{speaker, text}`` shape.
+
+Top-level keys it does not know are kept as metadata rather than dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_ID_CHARS = 200  # datasets.models.Item.external_id
+MAX_SPEAKER_CHARS = 100
+MAX_TEXT_CHARS = 100_000
+MAX_TURNS = 1_000
+
+ROLE_SPEAKERS = {"user": "USER", "assistant": "BOT", "system": "SYSTEM"}
+UNKNOWN_SHAPE = "unknown turn shape: expected {speaker, text} or {role, content}"
+KNOWN_KEYS = {"id", "turns", "messages", "response", "baseline", "metadata"}
+
+
+class RecordError(ValueError):
+    """One problem in an uploaded record, located by 1-based line (when known) and field."""
+
+    def __init__(self, message: str, *, line: int | None = None, field: str | None = None):
+        self.message = message
+        self.line = line
+        self.field = field
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = []
+        if self.line is not None:
+            where.append(f"line {self.line}")
+        if self.field:
+            where.append(f"field {self.field}")
+        return f"{', '.join(where)}: {self.message}" if where else self.message
+
+
+@dataclass(slots=True)
+class ItemRecord:
+    """An item before it is stored: what `datasets.models.Item` holds, minus the dataset."""
+
+    external_id: str
+    context: list[dict[str, str]]
+    response: dict[str, str]
+    baseline: dict[str, str] | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    line: int | None = None
+
+    @property
+    def has_baseline(self) -> bool:
+        return bool(self.baseline and str(self.baseline.get("text", "")).strip())
+
+    def texts(self) -> list[tuple[str, str]]:
+        """(field name, text) of every turn, for mojibake checks and search text."""
+        found = [(f"turns[{n}].text", turn["text"]) for n, turn in enumerate(self.context)]
+        found.append(("response.text", self.response["text"]))
+        if self.baseline is not None:
+            found.append(("baseline.text", self.baseline["text"]))
+        return found
+
+
+class _Collector:
+    """Gathers every problem of one object, so a file's report is complete, not first-error-only."""
+
+    def __init__(self, line: int | None):
+        self.line = line
+        self.errors: list[RecordError] = []
+
+    def add(self, field_name: str | None, message: str) -> None:
+        self.errors.append(RecordError(message, line=self.line, field=field_name))
+
+
+def check_item_object(obj: Any, *, line: int | None = None) -> tuple[ItemRecord | None, list[RecordError]]:
+    """Parse `obj` and return (record, []) or (None, every problem found)."""
+    problems = _Collector(line)
+    if isinstance(obj, list):
+        problems.add(None, "this line is a JSON list; each line must be one JSON object (an item)")
+        return None, problems.errors
+    if not isinstance(obj, dict):
+        problems.add(None, f"expected a JSON object (an item), found {_json_type(obj)}")
+        return None, problems.errors
+    external_id = _parse_id(obj, problems)
+    turns = _parse_turn_list(obj, problems)
+    response = _parse_single_turn(obj, "response", problems)
+    baseline = _parse_single_turn(obj, "baseline", problems)
+    metadata = _parse_metadata(obj, problems)
+    if turns is not None and response is None and "response" not in obj:
+        if not turns:
+            key = "messages" if "messages" in obj else "turns"
+            problems.add(key, "empty turns: there is no turn to rate (give turns or a response)")
+        else:
+            response, turns = turns[-1], turns[:-1]
+    if problems.errors or external_id is None or response is None:
+        return None, problems.errors
+    record = ItemRecord(
+        external_id=external_id,
+        context=turns or [],
+        response=response,
+        baseline=baseline,
+        metadata=metadata,
+        line=line,
+    )
+    return record, []
+
+
+def parse_item_object(obj: Any, *, line: int | None = None) -> ItemRecord:
+    """The `ItemRecord` for one JSON object; raises `RecordError` (the first problem) when it is invalid."""
+    record, errors = check_item_object(obj, line=line)
+    if errors:
+        raise errors[0]
+    assert record is not None
+    return record
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "an object"
+
+
+def _parse_id(obj: dict, problems: _Collector) -> str | None:
+    if "id" not in obj or obj["id"] is None:
+        problems.add("id", "missing id: every item needs an id (a string or number)")
+        return None
+    raw = obj["id"]
+    if isinstance(raw, bool) or not isinstance(raw, str | int):
+        problems.add("id", f"id must be a string or a whole number, found {_json_type(raw)}")
+        return None
+    value = str(raw)
+    if not value.strip():
+        problems.add("id", "id is empty")
+        return None
+    if len(value) > MAX_ID_CHARS:
+        problems.add("id", f"id is {len(value)} characters long; at most {MAX_ID_CHARS} are allowed")
+        return None
+    return value
+
+
+def _parse_turn_list(obj: dict, problems: _Collector) -> list[dict[str, str]] | None:
+    if "turns" in obj and "messages" in obj:
+        problems.add("turns", "give either turns or messages, not both")
+        return None
+    key = "messages" if "messages" in obj else "turns"
+    if key not in obj:
+        if "response" in obj:
+            return []
+        problems.add("turns", "missing turns: give turns (or OpenAI chat messages) and/or a response")
+        return None
+    raw = obj[key]
+    if not isinstance(raw, list):
+        problems.add(key, f"{key} must be a list of turns, found {_json_type(raw)}")
+        return None
+    if len(raw) > MAX_TURNS:
+        problems.add(key, f"{len(raw)} turns; at most {MAX_TURNS} are allowed")
+        return None
+    turns = []
+    for index, raw_turn in enumerate(raw):
+        turn = _parse_turn(raw_turn, f"{key}[{index}]", problems)
+        if turn is not None:
+            turns.append(turn)
+    return turns if len(turns) == len(raw) else None
+
+
+def _parse_single_turn(obj: dict, key: str, problems: _Collector) -> dict[str, str] | None:
+    if key not in obj or obj[key] is None:
+        return None
+    raw = obj[key]
+    if isinstance(raw, str):
+        # A bare string is the bot's text: the common shape of pairwise data sets.
+        raw = {"speaker": "BOT", "text": raw}
+    return _parse_turn(raw, key, problems)
+
+
+def _parse_turn(raw: Any, where: str, problems: _Collector) -> dict[str, str] | None:
+    if not isinstance(raw, dict):
+        problems.add(where, f"{UNKNOWN_SHAPE}, found {_json_type(raw)}")
+        return None
+    if "speaker" in raw or "text" in raw:
+        speaker_key, text_key, speaker = "speaker", "text", raw.get("speaker")
+    elif "role" in raw or "content" in raw:
+        speaker_key, text_key = "role", "content"
+        role = raw.get("role")
+        speaker = ROLE_SPEAKERS.get(role, role.upper()) if isinstance(role, str) else role
+    else:
+        keys = ", ".join(sorted(map(str, raw))) or "none"
+        problems.add(where, f"{UNKNOWN_SHAPE}, found keys {keys}")
+        return None
+    ok = True
+    if not isinstance(speaker, str) or not speaker.strip():
+        problems.add(f"{where}.{speaker_key}", f"missing {speaker_key}")
+        ok = False
+    elif len(speaker) > MAX_SPEAKER_CHARS:
+        problems.add(f"{where}.{speaker_key}", f"{speaker_key} longer than {MAX_SPEAKER_CHARS} characters")
+        ok = False
+    text = _turn_text(raw.get(text_key), f"{where}.{text_key}", problems)
+    if text is None or not ok:
+        return None
+    return {"speaker": speaker, "text": text}
+
+
+def _turn_text(raw: Any, where: str, problems: _Collector) -> str | None:
+    if isinstance(raw, list):
+        # OpenAI content parts: keep the text parts, refuse anything else rather than drop it.
+        parts = []
+        for index, part in enumerate(raw):
+            if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            else:
+                problems.add(f"{where}[{index}]", "only text content parts are supported")
+                return None
+        raw = "\n".join(parts)
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        problems.add(where, "missing text")
+        return None
+    if not isinstance(raw, str):
+        problems.add(where, f"text must be a string, found {_json_type(raw)}")
+        return None
+    if len(raw) > MAX_TEXT_CHARS:
+        problems.add(where, f"text is {len(raw):,} characters long; at most {MAX_TEXT_CHARS:,} are allowed")
+        return None
+    if "\x00" in raw:
+        problems.add(where, "text contains a NUL character")
+        return None
+    return raw
+
+
+def _parse_metadata(obj: dict, problems: _Collector) -> dict[str, Any]:
+    raw = obj.get("metadata")
+    if raw is None:
+        metadata: dict[str, Any] = {}
+    elif isinstance(raw, dict):
+        metadata = dict(raw)
+    else:
+        problems.add("metadata", f"metadata must be a JSON object, found {_json_type(raw)}")
+        metadata = {}
+    for key, value in obj.items():
+        if key in KNOWN_KEYS:
+            continue
+        if key in metadata:
+            problems.add(key, f"{key!r} is both a top-level key and a metadata key")
+            continue
+        metadata[key] = value
+    return metadata
