@@ -27,7 +27,9 @@ class Evaluation(models.Model):
         ordering = ["-created"]
         constraints = [
             models.UniqueConstraint(fields=["project", "name"], name="evaluation_name_unique_in_project"),
-            models.CheckConstraint(condition=models.Q(overlap__gte=1), name="evaluation_overlap_at_least_one"),
+            models.CheckConstraint(
+                condition=models.Q(overlap__gte=1), name="evaluation_overlap_at_least_one"
+            ),
             models.CheckConstraint(
                 condition=models.Q(reservation_minutes__gte=1), name="evaluation_reservation_positive"
             ),
@@ -59,7 +61,9 @@ class Rater(models.Model):
             models.UniqueConstraint(
                 fields=["project", "user"], condition=models.Q(user__isnull=False), name="one_rater_per_user"
             ),
-            models.CheckConstraint(condition=models.Q(kind__in=["human", "model"]), name="rater_kind_is_known"),
+            models.CheckConstraint(
+                condition=models.Q(kind__in=["human", "model"]), name="rater_kind_is_known"
+            ),
             models.CheckConstraint(
                 condition=models.Q(user__isnull=True) | models.Q(kind="human"), name="user_raters_are_human"
             ),
@@ -88,7 +92,9 @@ class Rating(models.Model):
 
     evaluation = models.ForeignKey(Evaluation, on_delete=models.CASCADE, related_name="ratings")
     item = models.ForeignKey("datasets.Item", on_delete=models.CASCADE, related_name="ratings")
-    rubric_version = models.ForeignKey("rubrics.RubricVersion", on_delete=models.PROTECT, related_name="ratings")
+    rubric_version = models.ForeignKey(
+        "rubrics.RubricVersion", on_delete=models.PROTECT, related_name="ratings"
+    )
     rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="ratings")
     value = models.CharField(max_length=64, blank=True)
     explanation = models.TextField(blank=True)
@@ -104,13 +110,15 @@ class Rating(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["evaluation", "rater", "item", "rubric_version"], name="one_rating_per_rater_item_version"
+                fields=["evaluation", "rater", "item", "rubric_version"],
+                name="one_rating_per_rater_item_version",
             ),
             models.CheckConstraint(
                 condition=models.Q(parse_failed=True) | ~models.Q(value=""), name="rating_has_value_or_failed"
             ),
             models.CheckConstraint(
-                condition=models.Q(side_shown__in=["", "baseline", "response"]), name="rating_side_shown_is_known"
+                condition=models.Q(side_shown__in=["", "baseline", "response"]),
+                name="rating_side_shown_is_known",
             ),
         ]
         indexes = [

@@ -38,8 +38,13 @@ def make_project(*, name: str | None = None, researchers=(), annotators=()) -> P
 
 
 def make_rubric(
-    *, project: Project | None = None, name: str | None = None, kind: str = "likert", scale=None,
-    template: str = "Rate the last response.\n\n{{Dialog}}\n\nScore:", target: str | None = None,
+    *,
+    project: Project | None = None,
+    name: str | None = None,
+    kind: str = "likert",
+    scale=None,
+    template: str = "Rate the last response.\n\n{{Dialog}}\n\nScore:",
+    target: str | None = None,
 ) -> RubricVersion:
     rubric = Rubric.objects.create(project=project, name=name or f"Rubric {next(_counter)}", kind=kind)
     if scale is None:
@@ -47,12 +52,19 @@ def make_rubric(
     if target is None:
         target = "pairwise" if kind == "pairwise" else "last_turn"
     return RubricVersion.objects.create(
-        rubric=rubric, number=1, criterion=rubric.name, scale=scale, prompt_template=template, target=target,
+        rubric=rubric,
+        number=1,
+        criterion=rubric.name,
+        scale=scale,
+        prompt_template=template,
+        target=target,
         output_format="pairwise_json" if kind == "pairwise" else "score",
     )
 
 
-def make_dataset(project: Project, *, items: int = 3, name: str | None = None, baseline: bool = True) -> Dataset:
+def make_dataset(
+    project: Project, *, items: int = 3, name: str | None = None, baseline: bool = True
+) -> Dataset:
     dataset = Dataset.objects.create(project=project, name=name or f"Dataset {next(_counter)}")
     Item.objects.bulk_create(
         Item(
@@ -69,8 +81,9 @@ def make_dataset(project: Project, *, items: int = 3, name: str | None = None, b
     return dataset
 
 
-def make_evaluation(project: Project, dataset: Dataset, versions, *, overlap: int = 2, annotators=(),
-                    name: str | None = None) -> Evaluation:
+def make_evaluation(
+    project: Project, dataset: Dataset, versions, *, overlap: int = 2, annotators=(), name: str | None = None
+) -> Evaluation:
     evaluation = Evaluation.objects.create(
         project=project, dataset=dataset, name=name or f"Evaluation {next(_counter)}", overlap=overlap
     )
@@ -83,7 +96,9 @@ def make_rater(project: Project, *, name: str | None = None, kind: str = "human"
     return Rater.objects.create(project=project, name=name or f"rater{next(_counter)}", kind=kind, user=user)
 
 
-def make_rating(evaluation: Evaluation, item: Item, version: RubricVersion, rater: Rater, value: str, **extra):
+def make_rating(
+    evaluation: Evaluation, item: Item, version: RubricVersion, rater: Rater, value: str, **extra
+):
     return Rating.objects.create(
         evaluation=evaluation, item=item, rubric_version=version, rater=rater, value=value, **extra
     )

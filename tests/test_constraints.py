@@ -23,8 +23,11 @@ def rated(project):
 def test_second_current_rating_for_same_rater_item_and_version_is_refused(rated):
     with pytest.raises(IntegrityError), transaction.atomic():
         Rating.objects.create(
-            evaluation=rated.evaluation, item=rated.item, rubric_version=rated.rubric_version,
-            rater=rated.rater, value="5",
+            evaluation=rated.evaluation,
+            item=rated.item,
+            rubric_version=rated.rubric_version,
+            rater=rated.rater,
+            value="5",
         )
 
 
@@ -46,6 +49,9 @@ def test_unrated_rubric_version_can_still_be_corrected(project):
 def test_rating_without_value_must_be_a_parse_failure(rated):
     with pytest.raises(IntegrityError), transaction.atomic():
         Rating.objects.create(
-            evaluation=rated.evaluation, item=rated.item, rubric_version=rated.rubric_version,
-            rater=factories.make_rater(rated.evaluation.project), value="",
+            evaluation=rated.evaluation,
+            item=rated.item,
+            rubric_version=rated.rubric_version,
+            rater=factories.make_rater(rated.evaluation.project),
+            value="",
         )

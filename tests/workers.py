@@ -30,15 +30,37 @@ def purge_broker() -> None:
     app.control.purge()
 
 
-def start_worker(*extra: str, concurrency: int = 8, pool: str = "threads", queues: str = "celery",
-                 ready_timeout: float = 30.0) -> subprocess.Popen:
+def start_worker(
+    *extra: str,
+    concurrency: int = 8,
+    pool: str = "threads",
+    queues: str = "celery",
+    ready_timeout: float = 30.0,
+) -> subprocess.Popen:
     """Start `celery worker` and wait until it answers a ping."""
     from config.celery import app
 
     command = [
-        sys.executable, "-m", "celery", "-A", "config", "worker", "--loglevel", "WARNING",
-        "--pool", pool, "--concurrency", str(concurrency), "-Q", queues, "--without-gossip",
-        "--without-mingle", "--without-heartbeat", "-n", f"test-{os.getpid()}-{time.monotonic_ns()}@%h", *extra,
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "config",
+        "worker",
+        "--loglevel",
+        "WARNING",
+        "--pool",
+        pool,
+        "--concurrency",
+        str(concurrency),
+        "-Q",
+        queues,
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+        "-n",
+        f"test-{os.getpid()}-{time.monotonic_ns()}@%h",
+        *extra,
     ]
     process = subprocess.Popen(command, cwd=ROOT, env=worker_environment(), start_new_session=True)
     deadline = time.monotonic() + ready_timeout

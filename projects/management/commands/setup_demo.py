@@ -13,6 +13,7 @@ from projects.models import Membership, Project
 
 DEMO_DATASET = Path(__file__).resolve().parents[2] / "demo" / "dataset.jsonl"
 DEMO_PASSWORD = "concord-demo"
+DEMO_DESCRIPTION = "Twelve short dialogs written for Concord, rated with the four built-in rubrics."
 DEMO_USERS = {"researcher": Membership.Role.RESEARCHER, "annotator": Membership.Role.ANNOTATOR}
 
 
@@ -28,17 +29,17 @@ class Command(BaseCommand):
                 slug="demo",
                 defaults={
                     "name": "Demo study",
-                    "description": "Twelve short dialogs written for Concord, rated with the four built-in rubrics.",
+                    "description": DEMO_DESCRIPTION,
                 },
             )
-            users = {name: self.ensure_user(name, password, project, role) for name, role in DEMO_USERS.items()}
+            users = {
+                name: self.ensure_user(name, password, project, role) for name, role in DEMO_USERS.items()
+            }
         dataset = self.ensure_dataset(project, users["researcher"])
         evaluation = self.ensure_evaluation(project, dataset, users)
         self.ensure_judge(project, evaluation)
         self.stdout.write(
-            self.style.SUCCESS(
-                f"Demo project ready: researcher / {password} and annotator / {password}"
-            )
+            self.style.SUCCESS(f"Demo project ready: researcher / {password} and annotator / {password}")
         )
 
     def ensure_user(self, username: str, password: str, project: Project, role: str):
@@ -50,8 +51,9 @@ class Command(BaseCommand):
         return user
 
     def ensure_dataset(self, project: Project, user):
-        from datasets.models import Dataset
         from datasets.services import import_dataset
+
+        from datasets.models import Dataset
 
         existing = Dataset.objects.filter(project=project, name="Demo dialogs").first()
         if existing:
@@ -60,8 +62,9 @@ class Command(BaseCommand):
         return Dataset.objects.get(project=project, name="Demo dialogs")
 
     def ensure_evaluation(self, project: Project, dataset, users):
-        from evaluations.models import Evaluation
         from evaluations.services import create_evaluation
+
+        from evaluations.models import Evaluation
         from rubrics.models import Rubric
 
         evaluation = Evaluation.objects.filter(project=project, name="Demo evaluation").first()
@@ -71,8 +74,12 @@ class Command(BaseCommand):
                 for rubric in Rubric.objects.filter(project__isnull=True).order_by("builtin_key")
             ]
             evaluation = create_evaluation(
-                project=project, dataset=dataset, rubric_versions=[v for v in versions if v],
-                name="Demo evaluation", overlap=2, created_by=users["researcher"],
+                project=project,
+                dataset=dataset,
+                rubric_versions=[v for v in versions if v],
+                name="Demo evaluation",
+                overlap=2,
+                created_by=users["researcher"],
             )
         evaluation.annotators.add(users["annotator"], users["researcher"])
         return evaluation
