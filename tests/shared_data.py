@@ -126,13 +126,15 @@ def pandalm_items(*, limit: int | None = None) -> list[dict]:
         metadata = {"cmp_key": row["cmp_key"], "motivation_app": row["motivation_app"]}
         if empty:
             metadata["empty_responses"] = empty
-        items.append({
-            "id": pandalm_item_id(row["idx"]),
-            "turns": [{"speaker": "USER", "text": _pandalm_prompt(row["instruction"], row["input"])}],
-            "response": sides["response"],
-            "baseline": sides["baseline"],
-            "metadata": metadata,
-        })
+        items.append(
+            {
+                "id": pandalm_item_id(row["idx"]),
+                "turns": [{"speaker": "USER", "text": _pandalm_prompt(row["instruction"], row["input"])}],
+                "response": sides["response"],
+                "baseline": sides["baseline"],
+                "metadata": metadata,
+            }
+        )
     return items
 
 
@@ -145,13 +147,17 @@ def pandalm_ratings(*, limit: int | None = None) -> list[dict]:
     for row in tests:
         item_id = pandalm_item_id(row["idx"])
         for annotator in PANDALM_ANNOTATORS:
-            ratings.append(_rating(item_id, PANDALM_RUBRIC, annotator, "human", pandalm_label(row[annotator])))
+            ratings.append(
+                _rating(item_id, PANDALM_RUBRIC, annotator, "human", pandalm_label(row[annotator]))
+            )
         judged = [
             ("gpt-3.5-turbo", gpt[row["idx"]]["gpt_result"], gpt[row["idx"]]["gpt_reason"]),
             ("pandalm-7b", panda[row["idx"]]["pandalm_result"], panda[row["idx"]]["pandalm_reason"]),
         ]
         for judge, raw, reason in judged:
-            ratings.append(_rating(item_id, PANDALM_RUBRIC, judge, "model", pandalm_label(raw), _text(reason)))
+            ratings.append(
+                _rating(item_id, PANDALM_RUBRIC, judge, "model", pandalm_label(raw), _text(reason))
+            )
     return ratings
 
 
@@ -161,9 +167,11 @@ def pandalm_rubric_spec() -> dict:
         "name": PANDALM_RUBRIC,
         "kind": "pairwise",
         "criterion": "Overall preference",
-        "description": "Which response follows the instruction better: correct, concise, and doing what was asked.",
-        "instructions": "Read the instruction and both responses. Choose the better response, or SAME if they are "
-        "equally good or equally bad.",
+        "description": "Which response follows the instruction better: correct, concise, on task.",
+        "instructions": (
+            "Read the instruction and both responses. Choose the better response, "
+            "or SAME if they are equally good or equally bad."
+        ),
         "scale": [
             {"value": "A", "label": "A", "description": "Response A is better."},
             {"value": "SAME", "label": "SAME", "description": "Both responses are equally good or bad."},
@@ -171,7 +179,8 @@ def pandalm_rubric_spec() -> dict:
         ],
         "prompt_template": (
             "Compare two responses to the instruction below for correctness, conciseness and how well they "
-            "follow the instruction.\n\n[Instruction]\n{prompt}\n\n[Response A]\n{baseline_model_response}\n\n"
+            "follow the instruction.\n\n[Instruction]\n{prompt}\n\n"
+            "[Response A]\n{baseline_model_response}\n\n"
             "[Response B]\n{response}\n\nAnswer with pairwise_choice (A, SAME or B) and an explanation."
         ),
         "target": "pairwise",
@@ -182,22 +191,36 @@ def pandalm_rubric_spec() -> dict:
 # --- USR PersonaChat -------------------------------------------------------------------------
 
 _USR_SCALES = {
-    "Understandable": [("0", "No", "The response cannot be understood."),
-                       ("1", "Yes", "The response is understandable.")],
-    "Natural": [("1", "Unnatural", "No person would say this."),
-                ("2", "Somewhat natural", "A person might say this, awkwardly."),
-                ("3", "Natural", "A person would naturally say this.")],
-    "Maintains Context": [("1", "No", "The response ignores or contradicts the context."),
-                          ("2", "Somewhat", "The response fits the context only in part."),
-                          ("3", "Yes", "The response is a valid continuation of the context.")],
-    "Engaging": [("1", "Dull", "The response is generic or dull."),
-                 ("2", "Somewhat interesting", "The response is mildly interesting."),
-                 ("3", "Interesting", "The response is interesting and engaging.")],
-    "Uses Knowledge": [("0", "No", "The response does not use the persona facts."),
-                       ("1", "Yes", "The response uses the persona facts.")],
-    "Overall": [("1", "Very bad", "Very poor response."), ("2", "Bad", "Poor response."),
-                ("3", "Neutral", "Acceptable response."), ("4", "Good", "Good response."),
-                ("5", "Very good", "Excellent response.")],
+    "Understandable": [
+        ("0", "No", "The response cannot be understood."),
+        ("1", "Yes", "The response is understandable."),
+    ],
+    "Natural": [
+        ("1", "Unnatural", "No person would say this."),
+        ("2", "Somewhat natural", "A person might say this, awkwardly."),
+        ("3", "Natural", "A person would naturally say this."),
+    ],
+    "Maintains Context": [
+        ("1", "No", "The response ignores or contradicts the context."),
+        ("2", "Somewhat", "The response fits the context only in part."),
+        ("3", "Yes", "The response is a valid continuation of the context."),
+    ],
+    "Engaging": [
+        ("1", "Dull", "The response is generic or dull."),
+        ("2", "Somewhat interesting", "The response is mildly interesting."),
+        ("3", "Interesting", "The response is interesting and engaging."),
+    ],
+    "Uses Knowledge": [
+        ("0", "No", "The response does not use the persona facts."),
+        ("1", "Yes", "The response uses the persona facts."),
+    ],
+    "Overall": [
+        ("1", "Very bad", "Very poor response."),
+        ("2", "Bad", "Poor response."),
+        ("3", "Neutral", "Acceptable response."),
+        ("4", "Good", "Good response."),
+        ("5", "Very good", "Excellent response."),
+    ],
 }
 
 _USR_DESCRIPTIONS = {
@@ -220,20 +243,23 @@ def usr_rubric_specs() -> list[dict]:
     specs = []
     for criterion in USR_CRITERIA:
         values = [option["value"] for option in usr_scale(criterion)]
-        specs.append({
-            "name": criterion,
-            "kind": "likert",
-            "criterion": criterion,
-            "description": _USR_DESCRIPTIONS[criterion],
-            "instructions": f"Rate the last response on a scale from {values[0]} to {values[-1]}.",
-            "scale": usr_scale(criterion),
-            "prompt_template": (
-                f"{_USR_DESCRIPTIONS[criterion]}\n\nPersona of the responder:\n{{fact}}\n\nDialog:\n{{dialog}}\n\n"
-                f"Rate the last response from {values[0]} to {values[-1]}. Score:"
-            ),
-            "target": "last_turn",
-            "output_format": "score",
-        })
+        specs.append(
+            {
+                "name": criterion,
+                "kind": "likert",
+                "criterion": criterion,
+                "description": _USR_DESCRIPTIONS[criterion],
+                "instructions": f"Rate the last response on a scale from {values[0]} to {values[-1]}.",
+                "scale": usr_scale(criterion),
+                "prompt_template": (
+                    f"{_USR_DESCRIPTIONS[criterion]}\n\nPersona of the responder:\n{{fact}}\n\n"
+                    "Dialog:\n{dialog}\n\n"
+                    f"Rate the last response from {values[0]} to {values[-1]}. Score:"
+                ),
+                "target": "last_turn",
+                "output_format": "score",
+            }
+        )
     return specs
 
 
@@ -256,17 +282,19 @@ def usr_items(*, limit: int | None = None) -> list[dict]:
     for c, row in enumerate(_load_json(USR_DIR / "pc_usr_data.json")[:limit]):
         turns = _usr_turns(row["context"])
         for r, candidate in enumerate(row["responses"]):
-            items.append({
-                "id": usr_item_id(c, r),
-                "turns": turns,
-                "response": {"speaker": "BOT", "text": candidate["response"].strip()},
-                "metadata": {"model": candidate["model"], "fact": row["fact"].strip()},
-            })
+            items.append(
+                {
+                    "id": usr_item_id(c, r),
+                    "turns": turns,
+                    "response": {"speaker": "BOT", "text": candidate["response"].strip()},
+                    "metadata": {"model": candidate["model"], "fact": row["fact"].strip()},
+                }
+            )
     return items
 
 
 def usr_ratings(*, limit: int | None = None) -> list[dict]:
-    """Every (response, criterion, annotator) rating of USR, named by the annotator; `limit` counts contexts."""
+    """Every (response, criterion, annotator) rating of USR by its annotator; `limit` counts contexts."""
     ratings = []
     for c, row in enumerate(_load_json(USR_DIR / "pc_usr_data.json")[:limit]):
         for r, candidate in enumerate(row["responses"]):
@@ -279,10 +307,17 @@ def usr_ratings(*, limit: int | None = None) -> list[dict]:
 # --- Files -----------------------------------------------------------------------------------
 
 
-def _rating(item_id: str, rubric: str, rater: str, kind: str, value: str | None, explanation: str = "") -> dict:
+def _rating(
+    item_id: str, rubric: str, rater: str, kind: str, value: str | None, explanation: str = ""
+) -> dict:
     return {
-        "item_id": item_id, "rubric": rubric, "rater": rater, "rater_kind": kind,
-        "value": value or "", "explanation": explanation, "parse_failed": "true" if value is None else "",
+        "item_id": item_id,
+        "rubric": rubric,
+        "rater": rater,
+        "rater_kind": kind,
+        "value": value or "",
+        "explanation": explanation,
+        "parse_failed": "true" if value is None else "",
     }
 
 
@@ -301,7 +336,9 @@ def write_ratings_csv(path: Path, ratings: Iterable[dict]) -> Path:
     return path
 
 
-def _write(directory: Path, stem: str, items: list[dict], ratings: list[dict], specs: list[dict]) -> SharedDataset:
+def _write(
+    directory: Path, stem: str, items: list[dict], ratings: list[dict], specs: list[dict]
+) -> SharedDataset:
     directory.mkdir(parents=True, exist_ok=True)
     rubric_paths = {}
     for spec in specs:
@@ -320,8 +357,13 @@ def _write(directory: Path, stem: str, items: list[dict], ratings: list[dict], s
 
 def write_pandalm(directory: Path, *, limit: int | None = None) -> SharedDataset:
     """PandaLM as pandalm-items.jsonl, pandalm-ratings.csv and one pairwise rubric spec in `directory`."""
-    return _write(directory, "pandalm", pandalm_items(limit=limit), pandalm_ratings(limit=limit),
-                  [pandalm_rubric_spec()])
+    return _write(
+        directory,
+        "pandalm",
+        pandalm_items(limit=limit),
+        pandalm_ratings(limit=limit),
+        [pandalm_rubric_spec()],
+    )
 
 
 def write_usr(directory: Path, *, limit: int | None = None) -> SharedDataset:
@@ -340,9 +382,15 @@ def make_rubric_versions(project, specs: list[dict]) -> dict:
     for spec in specs:
         rubric = Rubric.objects.create(project=project, name=spec["name"], kind=spec["kind"])
         versions[spec["name"]] = RubricVersion.objects.create(
-            rubric=rubric, number=1, criterion=spec["criterion"], description=spec["description"],
-            instructions=spec["instructions"], scale=spec["scale"], prompt_template=spec["prompt_template"],
-            target=spec["target"], output_format=spec["output_format"],
+            rubric=rubric,
+            number=1,
+            criterion=spec["criterion"],
+            description=spec["description"],
+            instructions=spec["instructions"],
+            scale=spec["scale"],
+            prompt_template=spec["prompt_template"],
+            target=spec["target"],
+            output_format=spec["output_format"],
         )
     return versions
 
@@ -354,8 +402,13 @@ def make_dataset_from_items(project, name: str, items: list[dict]):
     dataset = Dataset.objects.create(project=project, name=name)
     Item.objects.bulk_create(
         Item(
-            dataset=dataset, external_id=item["id"], position=n, context=item["turns"],
-            response=item["response"], baseline=item.get("baseline"), metadata=item.get("metadata", {}),
+            dataset=dataset,
+            external_id=item["id"],
+            position=n,
+            context=item["turns"],
+            response=item["response"],
+            baseline=item.get("baseline"),
+            metadata=item.get("metadata", {}),
         )
         for n, item in enumerate(items)
     )
