@@ -1,0 +1,489 @@
+"""Agreement statistics as pure functions over NumPy arrays: no ORM, no Django.
+
+Two layers:
+
+- Public point functions (`krippendorff_alpha`, `cohen_kappa`, `spearman`, ...) take plain
+  arrays and return a `Stat`: a value, or None with the reason it is undefined. They are what
+  the tests compare with scikit-learn, SciPy and the krippendorff package.
+- Weighted kernels (`w_*`) compute the same figures from *unique rows* of a code matrix and a
+  matrix of row weights, shape (B, P): B weightings of P distinct rows. The point estimate is
+  one weighting (each row's count); a bootstrap resample over items is another (how often
+  each distinct row was drawn). `bootstrap` uses this so 1,000 resamples of 100k items cost
+  about as much as 1,000 resamples of the few hundred distinct rating patterns they hold.
+
+Multi-rater data is a 2-D array shaped (items, raters) with NaN (floats) or -1 (codes) for a
+missing rating. Categories are integer codes 0..L-1 in scale order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import sparse
+
+ALL_IDENTICAL = "all ratings identical"
+
+
+@dataclass(frozen=True)
+class Stat:
+    """A figure, or None and why it is undefined."""
+
+    value: float | None
+    why: str = ""
+
+    @classmethod
+    def of(cls, value: float, why: str) -> Stat:
+        if value is None or not np.isfinite(value):
+            return cls(None, why)
+        return cls(float(value))
+
+
+# --- Encoding helpers ------------------------------------------------------------------------
+
+
+def encode(labels: Sequence, *, order: Sequence | None = None) -> tuple[np.ndarray, list]:
+    """Labels as integer codes in `order` (labels missing from it appended, sorted); None/NaN -> -1."""
+    known = list(order) if order is not None else []
+    seen = {label for label in labels if not _is_missing(label)}
+    extra = sorted(seen - set(known), key=str)
+    levels = known + extra
+    index = {label: n for n, label in enumerate(levels)}
+    codes = np.array([-1 if _is_missing(label) else index[label] for label in labels], dtype=np.int64)
+    return codes, levels
+
+
+def _is_missing(label) -> bool:
+    return label is None or (isinstance(label, float) and np.isnan(label))
+
+
+def category_counts(codes: np.ndarray, levels: int) -> np.ndarray:
+    """(items, raters) codes with -1 missing -> (items, levels) counts of each category per item."""
+    codes = np.asarray(codes)
+    counts = np.zeros((codes.shape[0], levels), dtype=np.float64)
+    rows, cols = np.nonzero(codes >= 0)
+    np.add.at(counts, (rows, codes[rows, cols]), 1.0)
+    return counts
+
+
+def _codes_of_matrix(data) -> tuple[np.ndarray, np.ndarray]:
+    """A float (items, raters) matrix with NaN -> codes into its sorted unique values, and the values."""
+    data = np.asarray(data, dtype=np.float64)
+    present = ~np.isnan(data)
+    levels = np.unique(data[present])
+    codes = np.full(data.shape, -1, dtype=np.int64)
+    codes[present] = np.searchsorted(levels, data[present])
+    return codes, levels
+
+
+def _ones(n: int) -> np.ndarray:
+    return np.ones((1, n), dtype=np.float64)
+
+
+def _first(values: np.ndarray) -> float:
+    return float(values[0])
+
+
+def _onehot(index: np.ndarray, width: int) -> sparse.csr_matrix:
+    rows = np.arange(index.shape[0])
+    return sparse.csr_matrix((np.ones(index.shape[0]), (rows, index)), shape=(index.shape[0], width))
+
+
+def _wsum(w: np.ndarray, column: np.ndarray) -> np.ndarray:
+    return w @ column
+
+
+def _divide(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+
+
+# --- Weighted kernels: rows (P, ...) and weights (B, P) -> (B,) ---------------------------------
+
+
+def w_confusion(x: np.ndarray, y: np.ndarray, w: np.ndarray, levels: int) -> np.ndarray:
+    """(B, L, L) weighted counts of (x, y) code pairs; rows where either is -1 are left out."""
+    both = (x >= 0) & (y >= 0)
+    cell = np.where(both, x * levels + y, 0)
+    onehot = _onehot(cell, levels * levels).multiply(both[:, None]).tocsr()
+    flat = np.asarray((onehot.T @ w.T).T)
+    return flat.reshape(w.shape[0], levels, levels)
+
+
+def kappa_from_confusion(confusion: np.ndarray, *, weights: str | None = None) -> np.ndarray:
+    """Cohen's kappa for each (L, L) table in a (B, L, L) stack; NaN where chance disagreement is 0."""
+    levels = confusion.shape[-1]
+    i, j = np.indices((levels, levels))
+    disagreement = (i - j) ** 2.0 if weights == "quadratic" else (i != j).astype(np.float64)
+    total = confusion.sum(axis=(1, 2))
+    rows, cols = confusion.sum(axis=2), confusion.sum(axis=1)
+    expected = rows[:, :, None] * cols[:, None, :] / np.where(total > 0, total, 1.0)[:, None, None]
+    observed_d = (confusion * disagreement).sum(axis=(1, 2))
+    expected_d = (expected * disagreement).sum(axis=(1, 2))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kappa = 1.0 - observed_d / expected_d
+    return np.where((expected_d > 1e-12) & (total > 0), kappa, np.nan)
+
+
+def w_alpha(counts: np.ndarray, w: np.ndarray, *, level: str, values: np.ndarray | None = None) -> np.ndarray:
+    """Krippendorff's alpha from per-item category counts (P, L): coincidences, then 1 - Do/De."""
+    m = counts.sum(axis=1)
+    pairable = m >= 2
+    scale = np.where(pairable, 1.0 / np.where(pairable, m - 1, 1.0), 0.0)
+    levels = counts.shape[1]
+    # Per item: o_ck = n_c (n_k - [c == k]) / (m - 1).
+    contrib = (counts[:, :, None] * counts[:, None, :]).reshape(-1, levels * levels)
+    contrib -= (counts[:, :, None] * np.eye(levels)[None]).reshape(-1, levels * levels)
+    contrib *= scale[:, None]
+    coincidence = (w @ contrib).reshape(w.shape[0], levels, levels)
+    n_c = coincidence.sum(axis=2)
+    n = n_c.sum(axis=1)
+    delta = _alpha_delta(n_c, level=level, values=values)
+    observed = (coincidence * delta).sum(axis=(1, 2))
+    expected = (n_c[:, :, None] * n_c[:, None, :] * delta).sum(axis=(1, 2))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        alpha = 1.0 - (n - 1) * observed / expected
+    return np.where((expected > 1e-12) & (n > 1), alpha, np.nan)
+
+
+def _alpha_delta(n_c: np.ndarray, *, level: str, values: np.ndarray | None) -> np.ndarray:
+    batch, levels = n_c.shape
+    i, j = np.indices((levels, levels))
+    if level == "nominal":
+        return np.broadcast_to((i != j).astype(np.float64), (batch, levels, levels))
+    if level == "interval":
+        v = np.arange(levels, dtype=np.float64) if values is None else np.asarray(values, dtype=np.float64)
+        return np.broadcast_to((v[:, None] - v[None, :]) ** 2, (batch, levels, levels))
+    if level == "ordinal":
+        cum = np.cumsum(n_c, axis=1)
+        lo, hi = np.minimum(i, j), np.maximum(i, j)
+        between = cum[:, hi] - cum[:, lo] + n_c[:, lo]
+        return (between - (n_c[:, i] + n_c[:, j]) / 2.0) ** 2
+    raise ValueError(f"unknown level of measurement {level!r}: use nominal, ordinal or interval")
+
+
+def w_pair_agreement(counts: np.ndarray, w: np.ndarray, *, exclude: int | None = None) -> tuple:
+    """Pooled agreement over every pair of ratings on an item: (B,) agreeing pairs and (B,) pairs."""
+    if exclude is not None:
+        counts = counts.copy()
+        counts[:, exclude] = 0
+    m = counts.sum(axis=1)
+    agree = (counts * (counts - 1)).sum(axis=1) / 2.0
+    pairs = m * (m - 1) / 2.0
+    return w @ agree, w @ pairs
+
+
+def w_fleiss(counts: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Fleiss' kappa from per-item counts where every item has the same number of ratings m."""
+    m = counts.sum(axis=1)
+    per_item = m[0]
+    p_i = ((counts**2).sum(axis=1) - per_item) / (per_item * (per_item - 1))
+    total = w.sum(axis=1)
+    p_bar = _divide(w @ p_i, total)
+    p_j = (w @ counts) / (total * per_item)[:, None]
+    p_e = (p_j**2).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kappa = (p_bar - p_e) / (1.0 - p_e)
+    return np.where(1.0 - p_e > 1e-12, kappa, np.nan)
+
+
+def w_moments(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> dict[str, np.ndarray]:
+    """Weighted count, means, variances and covariance of x and y over rows where both are finite."""
+    both = np.isfinite(x) & np.isfinite(y)
+    x, y = np.where(both, x, 0.0), np.where(both, y, 0.0)
+    wb = w * both[None, :]
+    count = wb.sum(axis=1)
+    mx, my = _divide(wb @ x, count), _divide(wb @ y, count)
+    return {
+        "count": count,
+        "mean_x": mx,
+        "mean_y": my,
+        "var_x": _divide(wb @ (x * x), count) - mx**2,
+        "var_y": _divide(wb @ (y * y), count) - my**2,
+        "cov": _divide(wb @ (x * y), count) - mx * my,
+    }
+
+
+def w_pearson(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    mo = w_moments(x, y, w)
+    den = np.sqrt(np.clip(mo["var_x"], 0, None) * np.clip(mo["var_y"], 0, None))
+    scale = np.maximum(np.abs(mo["mean_x"]), 1.0) * np.maximum(np.abs(mo["mean_y"]), 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = mo["cov"] / den
+    return np.where(den > 1e-12 * scale, np.clip(r, -1.0, 1.0), np.nan)
+
+
+def _w_midranks(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """(B, P) midranks of x under each weighting (ties share the mean of their ranks)."""
+    levels, index = np.unique(x, return_inverse=True)
+    per_level = np.asarray((_onehot(index, levels.shape[0]).T @ w.T).T)
+    cum = np.cumsum(per_level, axis=1)
+    midrank = cum - (per_level - 1.0) / 2.0
+    return midrank[:, index]
+
+
+def w_spearman(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Spearman's rho: Pearson's r of the midranks, ranks taken under each weighting."""
+    both = np.isfinite(x) & np.isfinite(y)
+    x, y, w = x[both], y[both], w[:, both]
+    if x.shape[0] == 0:
+        return np.full(w.shape[0], np.nan)
+    rx, ry = _w_midranks(x, w), _w_midranks(y, w)
+    count = w.sum(axis=1)
+    mx, my = _divide((w * rx).sum(axis=1), count), _divide((w * ry).sum(axis=1), count)
+    dx, dy = rx - mx[:, None], ry - my[:, None]
+    cov = (w * dx * dy).sum(axis=1)
+    den = np.sqrt((w * dx * dx).sum(axis=1) * (w * dy * dy).sum(axis=1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = cov / den
+    return np.where(den > 1e-9, np.clip(r, -1.0, 1.0), np.nan)
+
+
+def w_kendall_tau_b(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> float:
+    """Kendall's tau-b for one weighting (counts), from the contingency table of distinct values."""
+    both = np.isfinite(x) & np.isfinite(y)
+    x, y, weights = x[both], y[both], np.asarray(weights, dtype=np.float64)[both]
+    ux, ix = np.unique(x, return_inverse=True)
+    uy, iy = np.unique(y, return_inverse=True)
+    if ux.shape[0] * uy.shape[0] > 4_000_000:
+        return _kendall_by_sorting(
+            np.repeat(x, weights.astype(np.int64)), np.repeat(y, weights.astype(np.int64))
+        )
+    table = np.zeros((ux.shape[0], uy.shape[0]))
+    np.add.at(table, (ix, iy), weights)
+    # above[i, j] = total weight strictly greater in both x and y; below_right: greater x, smaller y.
+    suffix = table[::-1, ::-1].cumsum(0).cumsum(1)[::-1, ::-1]
+    above = np.zeros_like(table)
+    above[:-1, :-1] = suffix[1:, 1:]
+    col_suffix = table[::-1, :].cumsum(0)[::-1, :]
+    greater_x = np.zeros_like(table)
+    greater_x[:-1, :] = col_suffix[1:, :]
+    greater_x_smaller_y = np.zeros_like(table)
+    greater_x_smaller_y[:, 1:] = greater_x.cumsum(1)[:, :-1]
+    concordant = (table * above).sum()
+    discordant = (table * greater_x_smaller_y).sum()
+    n = table.sum()
+    n0 = n * (n - 1) / 2.0
+    n1 = (table.sum(1) * (table.sum(1) - 1) / 2.0).sum()
+    n2 = (table.sum(0) * (table.sum(0) - 1) / 2.0).sum()
+    den = np.sqrt((n0 - n1) * (n0 - n2))
+    return float((concordant - discordant) / den) if den > 0 else float("nan")
+
+
+def _kendall_by_sorting(x: np.ndarray, y: np.ndarray) -> float:
+    # Only for two near-continuous raters, where the contingency table would be too large.
+    from scipy.stats import kendalltau
+
+    return float(kendalltau(x, y, variant="b").statistic)
+
+
+# --- Public point functions ------------------------------------------------------------------
+
+
+def krippendorff_alpha(data, *, level: str = "nominal") -> Stat:
+    """Krippendorff's alpha of an (items, raters) float matrix with NaN for missing ratings."""
+    codes, values = _codes_of_matrix(data)
+    counts = category_counts(codes, values.shape[0])
+    if (counts.sum(axis=1) >= 2).sum() == 0:
+        return Stat(None, "no item has two or more ratings: alpha undefined")
+    if values.shape[0] < 2:
+        return Stat(None, f"{ALL_IDENTICAL}: alpha undefined")
+    value = w_alpha(counts, _ones(counts.shape[0]), level=level, values=values)
+    return Stat.of(_first(value), f"{ALL_IDENTICAL}: alpha undefined")
+
+
+def percent_agreement(data, *, exclude: float | None = None) -> Stat:
+    """Share of agreeing pairs among every pair of raters that rated the same item (pooled).
+
+    With `exclude` (e.g. the tie label), pairs where either side gave it are dropped first:
+    MT-Bench's agreement without ties (S2). Without it, agreement with ties (S1).
+    """
+    codes, values = _codes_of_matrix(data)
+    counts = category_counts(codes, values.shape[0])
+    drop = None
+    if exclude is not None and exclude in values:
+        drop = int(np.searchsorted(values, exclude))
+    agree, pairs = w_pair_agreement(counts, _ones(counts.shape[0]), exclude=drop)
+    if pairs[0] == 0:
+        return Stat(
+            None, "no item has two ratings to compare" + (" without ties" if exclude is not None else "")
+        )
+    return Stat(float(agree[0] / pairs[0]))
+
+
+def fleiss_kappa(data) -> Stat:
+    """Fleiss' kappa over items with ratings, defined only if all of them have the same number of raters."""
+    codes, values = _codes_of_matrix(data)
+    counts = category_counts(codes, values.shape[0])
+    counts = counts[counts.sum(axis=1) > 0]
+    return fleiss_from_counts(counts)
+
+
+def fleiss_from_counts(counts: np.ndarray) -> Stat:
+    m = counts.sum(axis=1)
+    if m.shape[0] == 0:
+        return Stat(None, "no ratings: Fleiss' kappa undefined")
+    if m.min() != m.max():
+        return Stat(
+            None, f"items have {int(m.min())} to {int(m.max())} raters: Fleiss' kappa needs the same number"
+        )
+    if m[0] < 2:
+        return Stat(None, "one rating per item: Fleiss' kappa undefined")
+    value = w_fleiss(counts, _ones(counts.shape[0]))
+    return Stat.of(_first(value), f"{ALL_IDENTICAL}: Fleiss' kappa undefined")
+
+
+def _paired_codes(a, b, labels) -> tuple[np.ndarray, np.ndarray, int]:
+    a, b = list(a), list(b)
+    if len(a) != len(b):
+        raise ValueError(f"the two raters have {len(a)} and {len(b)} ratings: they must be paired")
+    keep = [n for n in range(len(a)) if not (_is_missing(a[n]) or _is_missing(b[n]))]
+    a, b = [a[n] for n in keep], [b[n] for n in keep]
+    order = list(labels) if labels is not None else sorted(set(a) | set(b), key=_sort_key)
+    _, levels = encode(a + b, order=order)
+    index = {label: n for n, label in enumerate(levels)}
+    return (
+        np.array([index[v] for v in a], dtype=np.int64),
+        np.array([index[v] for v in b], dtype=np.int64),
+        len(levels),
+    )
+
+
+def _sort_key(label):
+    return (0, label, "") if isinstance(label, int | float) else (1, 0, str(label))
+
+
+def cohen_kappa(a, b, *, labels: Sequence | None = None, weights: str | None = None) -> Stat:
+    """Cohen's kappa of two raters' paired labels; weights=None or "quadratic" (on label positions)."""
+    x, y, levels = _paired_codes(a, b, labels)
+    if x.shape[0] == 0:
+        return Stat(None, "no items rated by both: kappa undefined")
+    value = kappa_from_confusion(w_confusion(x, y, _ones(x.shape[0]), levels), weights=weights)
+    return Stat.of(_first(value), f"{ALL_IDENTICAL}: kappa undefined")
+
+
+def _floats(x, y) -> tuple[np.ndarray, np.ndarray]:
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if x.shape != y.shape:
+        raise ValueError(f"the two raters have {x.shape[0]} and {y.shape[0]} ratings: they must be paired")
+    both = np.isfinite(x) & np.isfinite(y)
+    return x[both], y[both]
+
+
+def _correlation(name: str, kernel: Callable, x, y) -> Stat:
+    x, y = _floats(x, y)
+    if x.shape[0] < 2:
+        return Stat(None, f"fewer than two items rated by both: {name} undefined")
+    if np.ptp(x) == 0 or np.ptp(y) == 0:
+        return Stat(None, f"{ALL_IDENTICAL} for one rater: {name} undefined")
+    return Stat.of(_first(kernel(x, y, _ones(x.shape[0]))), f"{name} undefined")
+
+
+def pearson(x, y) -> Stat:
+    return _correlation("Pearson's r", w_pearson, x, y)
+
+
+def spearman(x, y) -> Stat:
+    return _correlation("Spearman's rho", w_spearman, x, y)
+
+
+def kendall_tau_b(x, y) -> Stat:
+    return _correlation("Kendall's tau-b", lambda a, b, w: np.array([w_kendall_tau_b(a, b, w[0])]), x, y)
+
+
+def _mean_of(name: str, values: np.ndarray) -> Stat:
+    if values.shape[0] == 0:
+        return Stat(None, f"no items rated by both: {name} undefined")
+    return Stat(float(values.mean()))
+
+
+def mean_absolute_error(x, y) -> Stat:
+    x, y = _floats(x, y)
+    return _mean_of("mean absolute error", np.abs(x - y))
+
+
+def bias(x, y) -> Stat:
+    """Mean of x minus mean of y over paired ratings (model minus people when x is the model)."""
+    x, y = _floats(x, y)
+    return _mean_of("bias", x - y)
+
+
+def within_one(x, y) -> Stat:
+    x, y = _floats(x, y)
+    return _mean_of("within-one agreement", (np.abs(x - y) <= 1.0 + 1e-9).astype(np.float64))
+
+
+def accuracy(predicted, truth) -> Stat:
+    x, y, _ = _paired_codes(predicted, truth, None)
+    return _mean_of("accuracy", (x == y).astype(np.float64))
+
+
+def f1_from_confusion(confusion: np.ndarray) -> np.ndarray:
+    """(B, L) F1 of each label from (B, L, L) tables of (predicted, truth); NaN where a label is never used."""
+    tp = np.diagonal(confusion, axis1=1, axis2=2)
+    predicted, truth = confusion.sum(axis=2), confusion.sum(axis=1)
+    return _divide(2.0 * tp, predicted + truth)
+
+
+def f1_per_label(predicted, truth, *, labels: Sequence | None = None) -> dict:
+    """{label: Stat} F1 of each label, with `predicted` as the model and `truth` as the people."""
+    x, y, levels = _paired_codes(predicted, truth, labels)
+    order = list(labels) if labels is not None else sorted(set(predicted) | set(truth), key=_sort_key)
+    f1 = f1_from_confusion(w_confusion(x, y, _ones(x.shape[0]), levels))[0]
+    return {
+        label: Stat.of(f1[n], f"label {label!r} never given by either: F1 undefined")
+        for n, label in enumerate(order)
+    }
+
+
+# --- Bootstrap over items --------------------------------------------------------------------
+
+
+def bootstrap(
+    rows: np.ndarray,
+    statistic: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    *,
+    resamples: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    budget: int = 4_000_000,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Point estimates and percentile confidence intervals over items, for every output of `statistic`.
+
+    `rows` holds one row per item (any integer codes). `statistic(unique_rows, weights)` maps
+    P distinct rows and (B, P) weights to (B,) or (B, k) figures. Resampling n items with
+    replacement is the same as drawing how often each distinct row occurs from a multinomial
+    with the rows' frequencies, which is what happens here, a chunk of resamples at a time.
+    Returns (point (k,), intervals (k, 2) or None when there are no items).
+    """
+    rows = np.asarray(rows)
+    n = rows.shape[0]
+    if n == 0:
+        return np.atleast_1d(statistic(rows, np.zeros((1, 0)))).reshape(-1), None
+    unique, counts = np.unique(rows.reshape(n, -1), axis=0, return_counts=True)
+    unique = unique.reshape((unique.shape[0], *rows.shape[1:]))
+    point = np.asarray(statistic(unique, counts[None, :].astype(np.float64)), dtype=np.float64).reshape(-1)
+    rng = np.random.default_rng(seed)
+    chunk = max(1, min(resamples, budget // max(1, unique.shape[0])))
+    draws = []
+    done = 0
+    probabilities = counts / n
+    while done < resamples:
+        size = min(chunk, resamples - done)
+        weights = rng.multinomial(n, probabilities, size=size).astype(np.float64)
+        draws.append(np.asarray(statistic(unique, weights), dtype=np.float64).reshape(size, -1))
+        done += size
+    values = np.concatenate(draws, axis=0)
+    return point, percentile_intervals(values, level=level)
+
+
+def percentile_intervals(values: np.ndarray, *, level: float = 0.95) -> np.ndarray:
+    """(k, 2) percentile intervals of (B, k) bootstrap figures; NaN where under half the resamples are defined."""
+    tail = (1.0 - level) / 2.0 * 100.0
+    out = np.full((values.shape[1], 2), np.nan)
+    for k in range(values.shape[1]):
+        finite = values[:, k][np.isfinite(values[:, k])]
+        if finite.shape[0] >= max(2, values.shape[0] // 2):
+            out[k] = np.percentile(finite, [tail, 100.0 - tail])
+    return out
