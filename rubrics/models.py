@@ -18,6 +18,11 @@ class Rubric(models.Model):
     builtin_key = models.CharField(
         max_length=100, blank=True, help_text="Seed file a built-in rubric was loaded from."
     )
+    # A project's own copy of a built-in rubric, made when the project edits the built-in.
+    copied_from = models.ForeignKey(
+        "RubricVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="copies",
+        help_text="The built-in version this project copy started from.",
+    )
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
