@@ -40,10 +40,13 @@ class Builtin:
         parsed = parse_prompt_text(self.read(), name=self.name, repair_text=self.repair_text)
         if (parsed.kind, parsed.target) != (self.kind, self.target):
             raise ValueError(
-                f"seed {self.seed} parsed as {parsed.kind}/{parsed.target}, expected {self.kind}/{self.target}"
+                f"seed {self.seed} parsed as {parsed.kind}/{parsed.target}, "
+                f"expected {self.kind}/{self.target}"
             )
         if parsed.repaired:
-            parsed.notes.insert(0, f"Built-in copy of seed {self.seed}; the shipped seed file keeps the original.")
+            parsed.notes.insert(
+                0, f"Built-in copy of seed {self.seed}; the shipped seed file keeps the original."
+            )
         return parsed
 
 
@@ -51,7 +54,13 @@ BUILTINS = [
     Builtin("000_92fb41b17348cc69.txt", "Repetitiveness", "likert", "last_turn"),
     Builtin("001_cb6913e604c61025.txt", "Empathetical understanding", "likert", "last_turn"),
     Builtin("002_dc84c7214cd8bb97.txt", "Multi-turn chat quality", "pairwise", "pairwise"),
-    Builtin("003_08a06ab90f2e0997.txt", "Context fit and emotion attention", "likert", "sentence", repair_text=True),
+    Builtin(
+        "003_08a06ab90f2e0997.txt",
+        "Context fit and emotion attention",
+        "likert",
+        "sentence",
+        repair_text=True,
+    ),
 ]
 
 
@@ -71,6 +80,8 @@ def ensure_builtin_rubrics(rubric_model=None, version_model=None) -> list:
         if rubric_model.objects.filter(project__isnull=True, name=builtin.name).exists():
             continue  # someone imported a shared rubric under this name; never overwrite it
         parsed = builtin.parse()
-        rubric = rubric_model.objects.create(project=None, name=builtin.name, kind=parsed.kind, builtin_key=builtin.seed)
+        rubric = rubric_model.objects.create(
+            project=None, name=builtin.name, kind=parsed.kind, builtin_key=builtin.seed
+        )
         created.append(version_model.objects.create(rubric=rubric, number=1, **parsed.version_fields()))
     return created

@@ -50,18 +50,38 @@ PAIRWISE_VALUES = ("A", "SAME", "B")
 MAX_VALUE_CHARS = 64  # evaluations.Rating.value
 MAX_CRITERION_CHARS = 300
 SPEC_KEYS = {
-    "name", "kind", "scale", "prompt_template", "criterion", "description", "instructions", "steps",
-    "target", "output_format", "explanation_required", "variables",
+    "name",
+    "kind",
+    "scale",
+    "prompt_template",
+    "criterion",
+    "description",
+    "instructions",
+    "steps",
+    "target",
+    "output_format",
+    "explanation_required",
+    "variables",
 }
 
 # Only mojibake repair: no quote uncurling, width or ligature changes, no normalisation.
 MOJIBAKE_ONLY = TextFixerConfig(
-    unescape_html=False, remove_terminal_escapes=False, fix_latin_ligatures=False, fix_character_width=False,
-    uncurl_quotes=False, fix_line_breaks=False, remove_control_chars=False, normalization=None, explain=False,
+    unescape_html=False,
+    remove_terminal_escapes=False,
+    fix_latin_ligatures=False,
+    fix_character_width=False,
+    uncurl_quotes=False,
+    fix_line_breaks=False,
+    remove_control_chars=False,
+    normalization=None,
+    explain=False,
 )
 
 SCALE_SHAPES: list[tuple[str, re.Pattern]] = [
-    ("rating", re.compile(r"^\s*(?:[-*•]\s*)?Rating\s+(?P<value>\d+)\s*\((?P<label>[^)]+)\)\s*:\s*(?P<desc>.*)$")),
+    (
+        "rating",
+        re.compile(r"^\s*(?:[-*•]\s*)?Rating\s+(?P<value>\d+)\s*\((?P<label>[^)]+)\)\s*:\s*(?P<desc>.*)$"),
+    ),
     ("numbered", re.compile(r"^\s*(?:[-*•]\s*)?(?P<value>\d+)\s*\((?P<label>[^)]+)\)\s*:\s*(?P<desc>.*)$")),
     ("points", re.compile(r"^\s*(?:[-*•]\s*)?(?P<label>(?P<value>\d+)\s+points?)\s*:\s*(?P<desc>.*)$")),
     ("quoted", re.compile(r'^\s*(?:[-*•]\s*)?"(?P<value>[^"]{1,64})"\s*:\s*(?P<desc>.*)$')),
@@ -313,12 +333,17 @@ def _output_format_of(kind: str, text: str) -> str:
 
 
 def parse_prompt_text(
-    text: str, *, name: str | None = None, repair_text: bool = False,
+    text: str,
+    *,
+    name: str | None = None,
+    repair_text: bool = False,
     is_metadata_key: Callable[[str], bool] | None = None,
 ) -> ParsedRubric:
     """A rubric from a seed-style prompt text; raises RubricParseError naming what is missing."""
     if not text.strip():
-        raise RubricParseError(["the text is empty: a rubric needs a prompt text with a criterion and a scale"])
+        raise RubricParseError(
+            ["the text is empty: a rubric needs a prompt text with a criterion and a scale"]
+        )
     mojibake = find_mojibake(text)
     if repair_text and mojibake:
         text = repair_mojibake(text)
@@ -345,12 +370,20 @@ def parse_prompt_text(
     kind = _kind_of(shape, scale)
     names = unique_names(text)
     parsed = ParsedRubric(
-        name=(name or criterion).strip(), kind=kind, criterion=criterion[:MAX_CRITERION_CHARS],
-        description=description, instructions=_instructions(sections),
-        steps=_steps(sections.get("evaluation steps", [])), scale=scale, prompt_template=text,
-        target=_target_of(kind, text, names), output_format=_output_format_of(kind, text),
+        name=(name or criterion).strip(),
+        kind=kind,
+        criterion=criterion[:MAX_CRITERION_CHARS],
+        description=description,
+        instructions=_instructions(sections),
+        steps=_steps(sections.get("evaluation steps", [])),
+        scale=scale,
+        prompt_template=text,
+        target=_target_of(kind, text, names),
+        output_format=_output_format_of(kind, text),
         explanation_required=kind == "pairwise" and "explanation" in text.lower(),
-        placeholders=names, mojibake=mojibake, repaired=repair_text and bool(mojibake),
+        placeholders=names,
+        mojibake=mojibake,
+        repaired=repair_text and bool(mojibake),
     )
     _add_notes(parsed)
     return parsed
@@ -375,7 +408,9 @@ def load_json_spec(text: str) -> dict[str, Any]:
             [f"malformed JSON at line {error.lineno}, column {error.colno}: {error.msg}"]
         ) from None
     if not isinstance(spec, dict):
-        raise RubricParseError(["a JSON rubric spec must be one object with name, kind, scale, prompt_template"])
+        raise RubricParseError(
+            ["a JSON rubric spec must be one object with name, kind, scale, prompt_template"]
+        )
     return spec
 
 
@@ -394,7 +429,9 @@ def _text_field(spec: dict, key: str, problems: list[str], *, required: bool = F
 def _spec_scale(spec: dict, kind: str, problems: list[str]) -> list[dict[str, str]]:
     raw = spec.get("scale")
     if not isinstance(raw, list) or len(raw) < 2:
-        problems.append("field scale: no scale: give a list of at least two {value, label, description} objects")
+        problems.append(
+            "field scale: no scale: give a list of at least two {value, label, description} objects"
+        )
         return []
     scale: list[dict[str, str]] = []
     for index, option in enumerate(raw):
@@ -413,7 +450,11 @@ def _spec_scale(spec: dict, kind: str, problems: list[str]) -> list[dict[str, st
         if any(value == existing["value"] for existing in scale):
             problems.append(f"{where}.value: {value!r} appears twice")
         scale.append(
-            {"value": value, "label": str(option.get("label") or value), "description": str(option.get("description") or "")}
+            {
+                "value": value,
+                "label": str(option.get("label") or value),
+                "description": str(option.get("description") or ""),
+            }
         )
     if kind == "pairwise" and [o["value"] for o in scale] != list(PAIRWISE_VALUES):
         problems.append('field scale: a pairwise rubric\'s scale is exactly "A", "SAME", "B" in that order')
@@ -438,7 +479,10 @@ def _spec_choice(spec: dict, key: str, choices: tuple[str, ...], default: str, p
 
 
 def parse_json_spec(
-    text: str, *, name: str | None = None, repair_text: bool = False,
+    text: str,
+    *,
+    name: str | None = None,
+    repair_text: bool = False,
     is_metadata_key: Callable[[str], bool] | None = None,
 ) -> ParsedRubric:
     """A rubric from a JSON spec; raises RubricParseError naming each missing or wrong field."""
@@ -448,7 +492,9 @@ def parse_json_spec(
     problems: list[str] = []
     unknown = set(spec) - SPEC_KEYS
     if unknown:
-        problems.append(f"unknown fields {', '.join(sorted(unknown))} (known: {', '.join(sorted(SPEC_KEYS))})")
+        problems.append(
+            f"unknown fields {', '.join(sorted(unknown))} (known: {', '.join(sorted(SPEC_KEYS))})"
+        )
     spec_name = name or _text_field(spec, "name", problems, required=True)
     kind = _spec_choice(spec, "kind", KINDS, "", problems)
     template = _text_field(spec, "prompt_template", problems, required=True)
@@ -457,8 +503,10 @@ def parse_json_spec(
     if not isinstance(variables, list) or not all(isinstance(v, str) for v in variables):
         problems.append("field variables: must be a list of names")
         variables = []
-    problems += [f"field prompt_template, {p}" for p in placeholder_problems(
-        template, declared=set(variables), is_metadata_key=is_metadata_key)]
+    problems += [
+        f"field prompt_template, {p}"
+        for p in placeholder_problems(template, declared=set(variables), is_metadata_key=is_metadata_key)
+    ]
     default_target = "pairwise" if kind == "pairwise" else "last_turn"
     default_format = "pairwise_json" if kind == "pairwise" else "score"
     parsed_fields = {
@@ -475,8 +523,13 @@ def parse_json_spec(
     if problems:
         raise RubricParseError(problems)
     parsed = ParsedRubric(
-        name=spec_name.strip(), kind=kind, prompt_template=template, scale=scale,
-        explanation_required=bool(explanation_required), placeholders=unique_names(template), **parsed_fields,
+        name=spec_name.strip(),
+        kind=kind,
+        prompt_template=template,
+        scale=scale,
+        explanation_required=bool(explanation_required),
+        placeholders=unique_names(template),
+        **parsed_fields,
     )
     _repair_spec(parsed, repair_text)
     _add_notes(parsed)
@@ -486,8 +539,10 @@ def parse_json_spec(
 def _repair_spec(parsed: ParsedRubric, repair_text: bool) -> None:
     """Find (and when asked, repair) mojibake in every text field of a parsed spec."""
     texts = {
-        "prompt_template": parsed.prompt_template, "criterion": parsed.criterion,
-        "description": parsed.description, "instructions": parsed.instructions,
+        "prompt_template": parsed.prompt_template,
+        "criterion": parsed.criterion,
+        "description": parsed.description,
+        "instructions": parsed.instructions,
     }
     for key, value in texts.items():
         found = find_mojibake(value, where=key)
@@ -510,7 +565,11 @@ def looks_like_json(text: str, filename: str | None = None) -> bool:
 
 
 def parse_rubric_source(
-    text: str, *, filename: str | None = None, name: str | None = None, repair_text: bool = False,
+    text: str,
+    *,
+    filename: str | None = None,
+    name: str | None = None,
+    repair_text: bool = False,
     is_metadata_key: Callable[[str], bool] | None = None,
 ) -> ParsedRubric:
     """A JSON spec (a .json file or text starting with "{") or else a seed-style prompt text."""
