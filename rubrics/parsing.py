@@ -200,7 +200,7 @@ def placeholder_problems(
     """One message per unknown placeholder, naming its line and the closest known variable."""
     declared_lower = {name.lower() for name in declared}
     problems = []
-    for name, line in placeholders(template):
+    for name, line, written in placeholders(template):
         lowered = name.lower()
         if lowered in BUILTIN_VARIABLES or lowered.startswith(METADATA_PREFIX) or lowered in declared_lower:
             continue
@@ -209,7 +209,7 @@ def placeholder_problems(
         close = difflib.get_close_matches(lowered, list(BUILTIN_VARIABLES), n=1, cutoff=0.6)
         hint = f" Did you mean {{{close[0]}}}?" if close else ""
         problems.append(
-            f"line {line}: unknown placeholder {{{name}}}: not a Concord variable "
+            f"line {line}: unknown placeholder {written}: not a Concord variable "
             f"({', '.join(BUILTIN_VARIABLES)}) nor a metadata key of this project's items.{hint} "
             f"For a metadata key write {{metadata.{name}}} or list it in the spec's variables."
         )
@@ -218,7 +218,7 @@ def placeholder_problems(
 
 def unique_names(template: str) -> list[str]:
     seen: dict[str, str] = {}
-    for name, _ in placeholders(template):
+    for name, _, _ in placeholders(template):
         seen.setdefault(name.lower(), name)
     return list(seen.values())
 
@@ -459,6 +459,13 @@ def _spec_scale(spec: dict, kind: str, problems: list[str]) -> list[dict[str, st
     if kind == "pairwise" and [o["value"] for o in scale] != list(PAIRWISE_VALUES):
         problems.append('field scale: a pairwise rubric\'s scale is exactly "A", "SAME", "B" in that order')
     return scale
+
+
+def scale_problems(kind: str, scale: Any) -> list[str]:
+    """What is wrong with a scale list for a rubric of `kind` (empty when nothing)."""
+    problems: list[str] = []
+    _spec_scale({"scale": scale}, kind, problems)
+    return problems
 
 
 def _spec_steps(spec: dict, problems: list[str]) -> list[str]:

@@ -131,12 +131,12 @@ def item_variables(item: ItemLike, *, swapped: bool = False) -> dict[str, str]:
     return variables
 
 
-def placeholders(template: str) -> list[tuple[str, int]]:
-    """(name as written, 1-based line) of every brace group that looks like a placeholder."""
+def placeholders(template: str) -> list[tuple[str, int, str]]:
+    """(name, 1-based line, the placeholder as written) of every brace group that looks like one."""
     found = []
     for match in PLACEHOLDER_RE.finditer(template):
         name = match.group("double") or match.group("single")
-        found.append((name, template.count("\n", 0, match.start()) + 1))
+        found.append((name, template.count("\n", 0, match.start()) + 1, match.group(0)))
     return found
 
 
@@ -170,9 +170,9 @@ def append_item(template: str, variables: dict[str, str], *, target: str) -> str
 def _check_baseline(template: str, item: ItemLike, variables: dict[str, str]) -> None:
     if "baseline" in variables:
         return
-    used = [name for name, _ in placeholders(template) if name.lower() in BASELINE_VARIABLES]
+    used = [written for name, _, written in placeholders(template) if name.lower() in BASELINE_VARIABLES]
     if used:
-        raise RenderError(f"item {item.external_id} has no baseline, which the prompt uses as {{{used[0]}}}")
+        raise RenderError(f"item {item.external_id} has no baseline, which the prompt uses as {used[0]}")
 
 
 def render_prompt(version: VersionLike, item: ItemLike, *, swapped: bool = False) -> str:

@@ -1,0 +1,187 @@
+"""Rubric work that spans rows: importing, new versions, project copies of built-ins.
+
+Versions are append-only: every change makes a new RubricVersion (ratings point at exact
+versions, and the trigger of evaluations/migrations/0002 refuses updates of rated ones).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from projects.models import Project
+
+from .models import Rubric, RubricVersion
+from .parsing import (
+    KINDS,
+    OUTPUT_FORMATS,
+    TARGETS,
+    ParsedRubric,
+    RubricParseError,
+    find_mojibake,
+    parse_rubric_source,
+    placeholder_problems,
+    scale_problems,
+)
+
+VERSION_FIELDS = (
+    "criterion", "description", "instructions", "steps", "scale", "prompt_template", "target",
+    "output_format", "explanation_required", "notes",
+)  # fmt: skip
+
+
+@dataclass
+class ImportResult:
+    rubric: Rubric
+    version: RubricVersion
+    parsed: ParsedRubric
+    created_rubric: bool
+    created_version: bool
+
+
+def metadata_key_checker(project: Project | None):
+    """A function telling whether a name is a metadata key of any item in `project`'s datasets."""
+    if project is None:
+        return None
+    from datasets.models import Item
+
+    def is_metadata_key(name: str) -> bool:
+        items = Item.objects.filter(dataset__project=project)
+        return any(items.filter(metadata__has_key=key).exists() for key in {name, name.lower()})
+
+    return is_metadata_key
+
+
+def version_problems(*, kind: str, fields: dict[str, Any], project: Project | None) -> list[str]:
+    """What is wrong with the fields of a version of a rubric of `kind` (empty when nothing)."""
+    problems = []
+    if not str(fields.get("criterion", "")).strip():
+        problems.append("criterion: missing")
+    template = fields.get("prompt_template", "")
+    if not template.strip():
+        problems.append("prompt template: empty")
+    problems += scale_problems(kind, fields.get("scale"))
+    problems += placeholder_problems(template, is_metadata_key=metadata_key_checker(project))
+    if fields.get("target") not in TARGETS:
+        problems.append(f"target: must be one of {', '.join(TARGETS)}")
+    if fields.get("output_format") not in OUTPUT_FORMATS:
+        problems.append(f"output format: must be one of {', '.join(OUTPUT_FORMATS)}")
+    if kind == "pairwise" and fields.get("target") != "pairwise":
+        problems.append("target: a pairwise rubric compares two responses (target pairwise)")
+    return problems
+
+
+def _fields_of(version: RubricVersion | None) -> dict[str, Any]:
+    return {name: getattr(version, name) for name in VERSION_FIELDS} if version else {}
+
+
+def _same_text(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return all(a.get(name) == b.get(name) for name in VERSION_FIELDS if name != "notes")
+
+
+def new_version(rubric: Rubric, **changes: Any) -> RubricVersion:
+    """A new version of `rubric`: the latest version's fields with `changes` applied.
+
+    Raises ValidationError naming each problem (the database is unchanged then).
+    """
+    unknown = set(changes) - set(VERSION_FIELDS)
+    if unknown:
+        raise ValueError(f"not rubric version fields: {', '.join(sorted(unknown))}")
+    with transaction.atomic():
+        Rubric.objects.select_for_update().filter(pk=rubric.pk).first()  # numbers stay gap-free and unique
+        latest = rubric.latest_version()
+        fields = {**_fields_of(latest), **changes}
+        problems = version_problems(kind=rubric.kind, fields=fields, project=rubric.project)
+        if problems:
+            raise ValidationError(problems)
+        number = latest.number + 1 if latest else 1
+        return RubricVersion.objects.create(rubric=rubric, number=number, **fields)
+
+
+def edit_rubric(*, rubric: Rubric, project: Project, changes: dict[str, Any]) -> RubricVersion:
+    """Save an edit made from `project`'s pages as a new version.
+
+    A built-in rubric is shared by every project, so editing it makes a project-owned copy
+    (same name, `copied_from` the built-in version) instead of changing it for everyone.
+    """
+    if rubric.project_id not in (None, project.pk):
+        raise ValidationError("This rubric belongs to another project.")
+    latest = rubric.latest_version()
+    if latest and _same_text(_fields_of(latest), {**_fields_of(latest), **changes}):
+        raise ValidationError(f"Nothing changed: version {latest.number} already says exactly this.")
+    if not rubric.is_builtin:
+        return new_version(rubric, **changes)
+    with transaction.atomic():
+        existing = Rubric.objects.filter(project=project, name__iexact=rubric.name).first()
+        if existing:
+            raise ValidationError(
+                f"This project already has its own copy of {rubric.name}; "
+                f"edit that copy (rubric {existing.pk})."
+            )
+        copy = Rubric.objects.create(project=project, name=rubric.name, kind=rubric.kind, copied_from=latest)
+        note = f"Project copy of the built-in rubric {rubric.name}@{latest.number if latest else 1}."
+        notes = changes.get("notes", latest.notes if latest else "")
+        return new_version(copy, **{**_fields_of(latest), **changes, "notes": f"{note}\n{notes}".strip()})
+
+
+def find_rubric(*, name: str, project: Project | None) -> Rubric | None:
+    """A project's rubric called `name` (case-insensitive), else the built-in of that name."""
+    if project is not None:
+        own = Rubric.objects.filter(project=project, name__iexact=name).first()
+        if own:
+            return own
+    return Rubric.objects.filter(project__isnull=True, name__iexact=name).first()
+
+
+def import_rubric(
+    *,
+    text: str,
+    project: Project | None = None,
+    name: str | None = None,
+    filename: str | None = None,
+    repair_text: bool = False,
+) -> ImportResult:
+    """Import a seed-style prompt text or a JSON spec; a second import of a name makes a new version.
+
+    Raises RubricParseError (every problem found) and changes nothing when the text is refused.
+    """
+    parsed = parse_rubric_source(
+        text,
+        filename=filename,
+        name=name,
+        repair_text=repair_text,
+        is_metadata_key=metadata_key_checker(project),
+    )
+    if parsed.kind not in KINDS:
+        raise RubricParseError([f"kind: must be one of {', '.join(KINDS)}"])
+    fields = parsed.version_fields()
+    with transaction.atomic():
+        rubric = (
+            Rubric.objects.select_for_update().filter(project=project, name__iexact=parsed.name).first()
+            if project is not None
+            else Rubric.objects.select_for_update()
+            .filter(project__isnull=True, name__iexact=parsed.name)
+            .first()
+        )
+        if rubric and rubric.kind != parsed.kind:
+            raise RubricParseError(
+                [f"a rubric named {rubric.name} already exists as {rubric.kind}; this text is {parsed.kind}"]
+            )
+        created_rubric = rubric is None
+        if rubric is None:
+            rubric = Rubric.objects.create(project=project, name=parsed.name, kind=parsed.kind)
+        latest = rubric.latest_version()
+        if latest and _same_text(_fields_of(latest), fields):
+            return ImportResult(rubric, latest, parsed, created_rubric=False, created_version=False)
+        version = RubricVersion.objects.create(
+            rubric=rubric, number=latest.number + 1 if latest else 1, **fields
+        )
+    return ImportResult(rubric, version, parsed, created_rubric=created_rubric, created_version=True)
+
+
+def mojibake_warnings(version: RubricVersion) -> list[str]:
+    """Lines of a version's prompt that still look like mojibake (for the rubric page)."""
+    return [str(repair) for repair in find_mojibake(version.prompt_template, where="prompt")]
