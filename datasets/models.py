@@ -13,6 +13,9 @@ class Dataset(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     created = models.DateTimeField(auto_now_add=True)
+    item_count = models.PositiveIntegerField(
+        default=0, help_text="Items imported so far; kept by the importer so pages need no COUNT(*)."
+    )
 
     class Meta:
         ordering = ["-created"]
@@ -34,11 +37,18 @@ class Item(models.Model):
     response = models.JSONField(help_text='{"speaker": "BOT", "text": "..."}')
     baseline = models.JSONField(null=True, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
+    search_text = models.TextField(
+        blank=True,
+        default="",
+        help_text="Lower-cased id and turn texts, trigram-indexed on PostgreSQL for the item browser.",
+    )
 
     class Meta:
         ordering = ["dataset", "position"]
         constraints = [
-            models.UniqueConstraint(fields=["dataset", "external_id"], name="item_external_id_unique_in_dataset"),
+            models.UniqueConstraint(
+                fields=["dataset", "external_id"], name="item_external_id_unique_in_dataset"
+            ),
             models.UniqueConstraint(fields=["dataset", "position"], name="item_position_unique_in_dataset"),
         ]
 
@@ -48,3 +58,55 @@ class Item(models.Model):
     @property
     def has_baseline(self) -> bool:
         return bool(self.baseline and str(self.baseline.get("text", "")).strip())
+
+
+class UploadJob(models.Model):
+    """One browser upload: the stored file, its options, and how its validation and import went.
+
+    Small files are imported in the request; large ones by a Celery task that updates `done_bytes`
+    so the page can show a progress bar. The file is deleted once the job has finished.
+    """
+
+    class Status(models.TextChoices):
+        MAPPING = "mapping", "Waiting for the column mapping"
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Validating and importing"
+        DONE = "done", "Imported"
+        FAILED = "failed", "Refused"
+
+    project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="upload_jobs")
+    dataset = models.ForeignKey(Dataset, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    name = models.CharField(max_length=200, help_text="Name of the dataset to create or append to.")
+    filename = models.CharField(max_length=300)
+    path = models.CharField(max_length=500, help_text="Where the uploaded file waits on disk.")
+    size_bytes = models.PositiveBigIntegerField(default=0)
+    format = models.CharField(max_length=20, default="auto")
+    options = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    done_bytes = models.PositiveBigIntegerField(default=0)
+    items_imported = models.PositiveIntegerField(default=0)
+    error_count = models.PositiveIntegerField(default=0)
+    report = models.JSONField(default=dict, blank=True, help_text="Errors, repairs and warnings (capped).")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.filename} -> {self.name} ({self.status})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in {self.Status.DONE, self.Status.FAILED}
+
+    @property
+    def percent(self) -> int:
+        if self.status == self.Status.DONE:
+            return 100
+        if not self.size_bytes:
+            return 0
+        return min(99, int(100 * self.done_bytes / self.size_bytes))

@@ -1,0 +1,442 @@
+"""Importing a dataset file: validate it all in one streaming pass, then write it all in one transaction.
+
+The first pass parses every item, collects every problem (capped for display, counted in full) and
+writes the accepted rows to a spool file on disk, so memory does not grow with the file and a
+progress callback can report while no transaction is open. Only when the whole file is clean does
+the second pass open one transaction and load the spool: PostgreSQL COPY (the fastest way in),
+bulk_create elsewhere. An import therefore lands completely or not at all.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import ftfy
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Max
+
+from .models import Dataset, Item
+from .readers import Encoding, EntryStream, FileRefused, detect_encoding, detect_format
+from .records import ItemRecord, RecordError, check_item_object
+
+MAX_REPORTED = 1000  # problems and repairs kept for display; counts are always complete
+PROGRESS_EVERY = 2000  # items between progress callbacks
+BULK_BATCH = 2000
+COPY_COLUMNS = "dataset_id, external_id, position, context, response, baseline, metadata, search_text"
+
+Progress = Callable[[int, int], None]  # (bytes read so far, items accepted so far)
+
+
+@dataclass
+class Repair:
+    line: int | None
+    field: str
+    before: str
+    after: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}, field {self.field}: {self.before!r} -> {self.after!r}"
+
+
+@dataclass
+class ImportResult:
+    """What an import did, or why it did nothing."""
+
+    dataset: Dataset | None = None
+    created: int = 0
+    errors: list[RecordError] = field(default_factory=list)
+    error_count: int = 0
+    repairs: list[Repair] = field(default_factory=list)
+    repair_count: int = 0
+    warnings: list[str] = field(default_factory=list)
+    encoding: str = ""
+    format: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.error_count == 0 and self.dataset is not None
+
+    def add_error(self, error: RecordError) -> None:
+        self.error_count += 1
+        if len(self.errors) < MAX_REPORTED:
+            self.errors.append(error)
+
+    def add_repair(self, repair: Repair) -> None:
+        self.repair_count += 1
+        if len(self.repairs) < MAX_REPORTED:
+            self.repairs.append(repair)
+
+    def as_report(self, limit: int = 200) -> dict[str, Any]:
+        """A JSON-able summary for an UploadJob row."""
+        return {
+            "created": self.created,
+            "error_count": self.error_count,
+            "errors": [{"line": e.line, "field": e.field, "message": e.message} for e in self.errors[:limit]],
+            "repair_count": self.repair_count,
+            "repairs": [r.__dict__ for r in self.repairs[:limit]],
+            "warnings": self.warnings,
+            "encoding": self.encoding,
+            "format": self.format,
+        }
+
+
+def import_dataset(
+    *,
+    project,
+    name: str,
+    path: str | Path,
+    user=None,
+    repair_text: bool = False,
+    keep_mojibake: bool = False,
+    convert_encoding: bool = False,
+    format: str = "auto",
+    mapping: dict[str, str] | None = None,
+    append: bool = False,
+    progress: Progress | None = None,
+) -> ImportResult:
+    """Validate `path` and import it as dataset `name` of `project` (or append to it), all or nothing.
+
+    Returns an ImportResult; `result.ok` is false when anything was refused, and then the
+    database is unchanged. Mojibake is an error unless `repair_text` (fix it with ftfy and list
+    every change) or `keep_mojibake` (import the text as it is, with a warning).
+    """
+    path = Path(path)
+    result = ImportResult()
+    target = _check_target(project=project, name=name, append=append, result=result)
+    if result.error_count:
+        return result
+    try:
+        _check_size(path)
+        encoding = detect_encoding(path, convert=convert_encoding)
+        result.encoding = encoding.found + (", converted to UTF-8" if encoding.converted else "")
+        result.format = detect_format(path, encoding, format)
+        with _spool() as spool:
+            base = _validate(
+                path,
+                encoding,
+                target,
+                result,
+                spool,
+                mapping=mapping,
+                progress=progress,
+                repair_text=repair_text,
+                keep_mojibake=keep_mojibake,
+            )
+            if result.error_count == 0 and result.created == 0:
+                result.add_error(RecordError("the file has no items: there is nothing to import"))
+            if result.error_count:
+                result.created = 0
+                return result
+            spool.flush()
+            _write(
+                spool,
+                project=project,
+                name=name,
+                target=target,
+                base=base,
+                user=user,
+                filename=path.name,
+                result=result,
+            )
+    except FileRefused as refused:
+        result.add_error(refused.error)
+        result.created = 0
+    return result
+
+
+def _check_target(*, project, name: str, append: bool, result: ImportResult) -> Dataset | None:
+    name = name.strip()
+    existing = Dataset.objects.filter(project=project, name=name).first()
+    if not name:
+        result.add_error(RecordError("the dataset needs a name", field="name"))
+    elif len(name) > 200:
+        result.add_error(RecordError("the dataset name is longer than 200 characters", field="name"))
+    elif append and existing is None:
+        result.add_error(RecordError(f"there is no dataset named {name!r} to append to", field="name"))
+    elif existing is not None and not append:
+        result.add_error(
+            RecordError(
+                f"a dataset named {name!r} already exists in this project; choose another name, "
+                "or append to it (--append)",
+                field="name",
+            )
+        )
+    return existing if append else None
+
+
+def _check_size(path: Path) -> None:
+    limit = settings.CONCORD_MAX_UPLOAD_BYTES
+    size = path.stat().st_size
+    if size > limit:
+        raise FileRefused(f"the file is {size:,} bytes, over the limit of {limit:,} bytes; it was not read")
+
+
+def _validate(
+    path: Path,
+    encoding: Encoding,
+    target: Dataset | None,
+    result: ImportResult,
+    spool: IO[str],
+    *,
+    mapping,
+    progress,
+    repair_text: bool,
+    keep_mojibake: bool,
+) -> int:
+    """Check every item, spool the good ones while the file is still clean; returns the first position."""
+    existing_ids: set[str] = set()
+    base = 0
+    if target is not None:
+        existing_ids = set(target.items.values_list("external_id", flat=True))
+        base = (target.items.aggregate(top=Max("position"))["top"] or -1) + 1
+    seen: dict[str, int | None] = {}
+    writer = _row_writer(spool)
+    mojibake_warned = 0
+    total = path.stat().st_size
+    entries = EntryStream(path, encoding, result.format, mapping=mapping)
+    for count, entry in enumerate(entries):
+        if progress and count % PROGRESS_EVERY == 0:
+            progress(min(total, entries.bytes_read()), result.created)
+        for error in entry.errors:
+            result.add_error(error)
+        if entry.errors:
+            continue
+        record, errors = check_item_object(entry.obj, line=entry.line)
+        for error in errors:
+            result.add_error(error)
+        if record is None:
+            continue
+        if not _check_id(record, seen, existing_ids, result):
+            continue
+        mojibake_warned += _check_text(record, result, repair_text=repair_text, keep_mojibake=keep_mojibake)
+        if result.error_count == 0:
+            writer(record, base + result.created)
+        result.created += 1
+    if mojibake_warned:
+        result.warnings.append(
+            f"{mojibake_warned} text(s) look like mojibake and were imported unchanged (keep mojibake)."
+        )
+    if progress:
+        progress(total, result.created)
+    return base
+
+
+def _check_id(
+    record: ItemRecord, seen: dict[str, int | None], existing: set[str], result: ImportResult
+) -> bool:
+    external_id = record.external_id
+    if external_id in existing:
+        result.add_error(
+            RecordError(
+                f"duplicate id {external_id!r}: the dataset already has an item with this id",
+                line=record.line,
+                field="id",
+            )
+        )
+        return False
+    if external_id in seen:
+        first = seen[external_id]
+        result.add_error(
+            RecordError(
+                f"duplicate id {external_id!r}: first used on line {first}", line=record.line, field="id"
+            )
+        )
+        return False
+    seen[external_id] = record.line
+    return True
+
+
+def _check_text(record: ItemRecord, result: ImportResult, *, repair_text: bool, keep_mojibake: bool) -> int:
+    """Find mojibake (UTF-8 read as Windows-1252 and saved again); repair it, keep it or refuse it."""
+    kept = 0
+    for where, turn in _turns(record):
+        text = turn["text"]
+        if text.isascii():
+            continue
+        fixed = ftfy.fix_encoding(text)
+        if fixed == text:
+            continue
+        before, after = _difference(text, fixed)
+        if repair_text:
+            turn["text"] = fixed
+            result.add_repair(Repair(record.line, where, before, after))
+        elif keep_mojibake:
+            kept += 1
+        else:
+            result.add_error(
+                RecordError(
+                    f"mojibake (text decoded with the wrong encoding): {before!r} would be repaired to "
+                    f"{after!r}; import with --repair-text (the 'Repair mojibake' box) to fix it",
+                    line=record.line,
+                    field=where,
+                )
+            )
+    return kept
+
+
+def _turns(record: ItemRecord) -> Iterator[tuple[str, dict[str, str]]]:
+    for n, turn in enumerate(record.context):
+        yield f"turns[{n}].text", turn
+    yield "response.text", record.response
+    if record.baseline is not None:
+        yield "baseline.text", record.baseline
+
+
+def _difference(before: str, after: str, context: int = 12) -> tuple[str, str]:
+    """The changed part of a repaired text with a little context, so a report shows what changed."""
+    start = 0
+    while start < min(len(before), len(after)) and before[start] == after[start]:
+        start += 1
+    end_b, end_a = len(before), len(after)
+    while end_b > start and end_a > start and before[end_b - 1] == after[end_a - 1]:
+        end_b, end_a = end_b - 1, end_a - 1
+    left = max(0, start - context)
+    return before[left : end_b + context], after[left : end_a + context]
+
+
+def search_text(record) -> str:
+    """What the item browser searches: the id and every text, lower-cased."""
+    parts = [record.external_id]
+    parts.extend(turn["text"] for turn in record.context)
+    parts.append(record.response["text"])
+    if record.baseline:
+        parts.append(record.baseline["text"])
+    return "\n".join(parts).lower()
+
+
+# ---------------------------------------------------------------- spool and write
+
+
+class _spool:
+    """A temporary file for the accepted rows, removed afterwards whatever happens."""
+
+    def __enter__(self) -> IO[str]:
+        directory = Path(settings.VAR_DIR) / "tmp"
+        directory.mkdir(parents=True, exist_ok=True)
+        self.file = tempfile.TemporaryFile("w+", encoding="utf-8", dir=directory, newline="\n")
+        return self.file
+
+    def __exit__(self, *exc) -> None:
+        self.file.close()
+
+
+def _row_writer(spool: IO[str]) -> Callable[[ItemRecord, int], None]:
+    if connection.vendor == "postgresql":
+        return lambda record, position: spool.write(_copy_line(record, position))
+    return lambda record, position: spool.write(_json_line(record, position))
+
+
+def _copy_escape(value: str) -> str:
+    # COPY text format: backslash, newline, carriage return and tab are escaped.
+    if "\\" in value:
+        value = value.replace("\\", "\\\\")
+    if "\n" in value:
+        value = value.replace("\n", "\\n")
+    if "\r" in value:
+        value = value.replace("\r", "\\r")
+    if "\t" in value:
+        value = value.replace("\t", "\\t")
+    return value
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+def _copy_line(record: ItemRecord, position: int) -> str:
+    baseline = "\\N" if record.baseline is None else _copy_escape(_dumps(record.baseline))
+    fields = [
+        _copy_escape(record.external_id),
+        str(position),
+        _copy_escape(_dumps(record.context)),
+        _copy_escape(_dumps(record.response)),
+        baseline,
+        _copy_escape(_dumps(record.metadata)),
+        _copy_escape(search_text(record)),
+    ]
+    return "\t".join(fields) + "\n"
+
+
+def _json_line(record: ItemRecord, position: int) -> str:
+    row = [record.external_id, position, record.context, record.response, record.baseline, record.metadata]
+    return json.dumps(row, ensure_ascii=False) + "\n"
+
+
+def _write(
+    spool: IO[str],
+    *,
+    project,
+    name: str,
+    target: Dataset | None,
+    base: int,
+    user,
+    filename: str,
+    result: ImportResult,
+) -> None:
+    try:
+        with transaction.atomic():
+            if target is None:
+                dataset = Dataset.objects.create(
+                    project=project, name=name.strip(), source_filename=filename[:300], created_by=user
+                )
+            else:
+                dataset = Dataset.objects.select_for_update().get(pk=target.pk)
+                top = dataset.items.aggregate(top=Max("position"))["top"]
+                if (top if top is not None else -1) + 1 != base:
+                    raise FileRefused("the dataset changed while this file was checked; import it again")
+            spool.seek(0)
+            if connection.vendor == "postgresql":
+                _copy_into(spool, dataset.pk)
+            else:
+                _bulk_create(spool, dataset)
+            Dataset.objects.filter(pk=dataset.pk).update(item_count=dataset.items.count())
+            dataset.refresh_from_db()
+    except IntegrityError as error:
+        raise FileRefused(f"the database refused the items ({error}); nothing was imported") from None
+    result.dataset = dataset
+
+
+def _copy_into(spool: IO[str], dataset_id: int) -> None:
+    prefix = f"{dataset_id}\t"
+    with connection.cursor() as cursor:
+        raw = cursor.cursor
+        with raw.copy(f"COPY datasets_item ({COPY_COLUMNS}) FROM STDIN") as copy:
+            batch: list[str] = []
+            size = 0
+            for line in spool:
+                batch.append(prefix)
+                batch.append(line)
+                size += len(line)
+                if size > 1 << 20:
+                    copy.write("".join(batch))
+                    batch, size = [], 0
+            if batch:
+                copy.write("".join(batch))
+
+
+def _bulk_create(spool: IO[str], dataset: Dataset) -> None:
+    batch: list[Item] = []
+    for line in spool:
+        external_id, position, context, response, baseline, metadata = json.loads(line)
+        item = Item(
+            dataset=dataset,
+            external_id=external_id,
+            position=position,
+            context=context,
+            response=response,
+            baseline=baseline,
+            metadata=metadata,
+        )
+        item.search_text = search_text(item)
+        batch.append(item)
+        if len(batch) >= BULK_BATCH:
+            Item.objects.bulk_create(batch)
+            batch = []
+    if batch:
+        Item.objects.bulk_create(batch)
