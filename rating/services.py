@@ -1,0 +1,455 @@
+"""Handing items to annotators and saving what they rate.
+
+"Next item" claims a row of the Slot table with SELECT ... FOR UPDATE SKIP LOCKED, so parallel
+requests never wait on each other and never hand an item to more than `overlap` people. Each
+person's requests in one evaluation are serialised on their row of the evaluation's annotator
+table, which makes "resume my reservation" and "never the same item twice" race-free too.
+"""
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db import connection, transaction
+from django.db.models import Count, Exists, F, OuterRef, Subquery
+from django.db.models.lookups import LessThan
+from django.utils import timezone
+
+from datasets.models import Item
+from evaluations.models import Evaluation, Rater, Rating, RatingRevision
+from rubrics.models import Rubric, RubricVersion
+
+from .models import Assignment, Slot, pairwise_left_side, shuffled_rank
+
+Status = Assignment.Status
+MAX_SECONDS_SPENT = 24 * 3600.0
+
+
+class RatingRefused(Exception):
+    """A request the rating app will not carry out; `message` is shown to the person as is."""
+
+    def __init__(self, message: str, *, field: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+class NotAnnotator(RatingRefused):
+    pass
+
+
+@dataclass
+class Answer:
+    version: RubricVersion
+    value: str
+    explanation: str = ""
+
+
+@dataclass
+class SubmitResult:
+    created: int = 0
+    revised: int = 0
+    unchanged: int = 0
+    reclaimed: bool = False
+
+
+@dataclass
+class AnswerErrors:
+    """Problems with a submitted form: per field (`rubric-<id>`, `explanation-<id>`) and overall."""
+
+    fields: dict[str, str] = field(default_factory=dict)
+    general: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.fields or self.general)
+
+
+# --- the queue -------------------------------------------------------------------------------
+
+
+def ensure_slots(*, evaluation: Evaluation) -> None:
+    """Put every item of the evaluation's dataset in its queue, once, in the evaluation's order."""
+    if Slot.objects.filter(evaluation=evaluation).exists():
+        return
+    with transaction.atomic():
+        Evaluation.objects.select_for_update().filter(pk=evaluation.pk).values_list("pk").first()
+        if Slot.objects.filter(evaluation=evaluation).exists():
+            return
+        shuffled = evaluation.order == Evaluation.Order.SHUFFLED
+        if connection.vendor == "postgresql":
+            _insert_slots_in_sql(evaluation=evaluation, shuffled=shuffled)
+        else:
+            _insert_slots_in_python(evaluation=evaluation, shuffled=shuffled)
+
+
+def _insert_slots_in_sql(*, evaluation: Evaluation, shuffled: bool) -> None:
+    rank = (
+        "('x' || substr(md5(%s::text || ':' || i.id::text), 1, 15))::bit(60)::bigint"
+        if shuffled
+        else "i.position"
+    )
+    params: list[int] = [evaluation.pk] + ([evaluation.pk] if shuffled else []) + [evaluation.dataset_id]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {Slot._meta.db_table} (evaluation_id, item_id, rank, claims, is_open) "
+            f"SELECT %s, i.id, {rank}, 0, true FROM {Item._meta.db_table} i WHERE i.dataset_id = %s",
+            params,
+        )
+
+
+def _insert_slots_in_python(*, evaluation: Evaluation, shuffled: bool) -> None:
+    items = Item.objects.filter(dataset_id=evaluation.dataset_id).values_list("id", "position")
+    Slot.objects.bulk_create(
+        (
+            Slot(
+                evaluation=evaluation,
+                item_id=item_id,
+                rank=shuffled_rank(evaluation_id=evaluation.pk, item_id=item_id) if shuffled else position,
+            )
+            for item_id, position in items.iterator(chunk_size=5000)
+        ),
+        batch_size=2000,
+    )
+
+
+def _overlap_of(evaluation_id: int) -> Subquery:
+    return Subquery(Evaluation.objects.filter(pk=evaluation_id).values("overlap")[:1])
+
+
+def _claim_slot(*, evaluation_id: int, item_id: int) -> None:
+    Slot.objects.filter(evaluation_id=evaluation_id, item_id=item_id).update(
+        claims=F("claims") + 1, is_open=LessThan(F("claims") + 1, _overlap_of(evaluation_id))
+    )
+
+
+def _unclaim_slot(*, evaluation_id: int, item_id: int) -> None:
+    Slot.objects.filter(evaluation_id=evaluation_id, item_id=item_id).update(
+        claims=F("claims") - 1, is_open=LessThan(F("claims") - 1, _overlap_of(evaluation_id))
+    )
+
+
+def release_expired(*, evaluation: Evaluation, now: datetime | None = None, limit: int = 100) -> int:
+    """Give reservations that ran out back to the pool. Returns how many were released."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        expired = list(
+            Assignment.objects.select_for_update(skip_locked=True)
+            .filter(evaluation=evaluation, status=Status.RESERVED, reserved_until__lt=now)
+            .order_by("item_id")
+            .values_list("pk", "item_id")[:limit]
+        )
+        if not expired:
+            return 0
+        Assignment.objects.filter(pk__in=[pk for pk, _ in expired]).update(status=Status.EXPIRED)
+        for _, item_id in expired:  # item order, so two releasers never deadlock
+            _unclaim_slot(evaluation_id=evaluation.pk, item_id=item_id)
+    return len(expired)
+
+
+def _lock_annotator(*, evaluation: Evaluation, user) -> None:
+    """Serialise one person's rating requests in one evaluation; refuse people who are not its annotators."""
+    through = Evaluation.annotators.through
+    rows = list(
+        through.objects.select_for_update()
+        .filter(evaluation_id=evaluation.pk, user_id=user.pk)
+        .values_list("pk")
+    )
+    if not rows:
+        raise NotAnnotator(f"You are not an annotator of the evaluation “{evaluation.name}”.")
+
+
+def reservation_end(*, evaluation: Evaluation, now: datetime) -> datetime:
+    return now + timedelta(minutes=evaluation.reservation_minutes)
+
+
+def next_assignment(*, evaluation: Evaluation, user, now: datetime | None = None) -> Assignment | None:
+    """The item `user` should rate next: their open reservation, else a newly reserved item, else None."""
+    now = now or timezone.now()
+    ensure_slots(evaluation=evaluation)
+    release_expired(evaluation=evaluation, now=now)
+    with transaction.atomic():
+        _lock_annotator(evaluation=evaluation, user=user)
+        current = Assignment.objects.filter(evaluation=evaluation, user=user, status=Status.RESERVED).first()
+        if current is not None:
+            current.reserved_until = reservation_end(evaluation=evaluation, now=now)
+            current.save(update_fields=["reserved_until"])
+            return current
+        already_had = Assignment.objects.filter(evaluation=evaluation, user=user, item_id=OuterRef("item_id"))
+        slot = (
+            Slot.objects.select_for_update(skip_locked=True)
+            .filter(evaluation=evaluation, is_open=True, claims__lt=evaluation.overlap)
+            .filter(~Exists(already_had))
+            .order_by("rank")
+            .only("pk", "item_id")
+            .first()
+        )
+        if slot is None:
+            return None
+        _claim_slot(evaluation_id=evaluation.pk, item_id=slot.item_id)
+        return Assignment.objects.create(
+            evaluation=evaluation,
+            item_id=slot.item_id,
+            user=user,
+            reserved_until=reservation_end(evaluation=evaluation, now=now),
+            left_side=pairwise_left_side(user_id=user.pk, item_id=slot.item_id),
+        )
+
+
+def _reclaim(*, assignment: Assignment, now: datetime) -> None:
+    """Take back an item whose reservation was released, if it still has room, for a late submit."""
+    slot = Slot.objects.select_for_update().get(
+        evaluation_id=assignment.evaluation_id, item_id=assignment.item_id
+    )
+    evaluation = Evaluation.objects.only("overlap").get(pk=assignment.evaluation_id)
+    if slot.claims >= evaluation.overlap:
+        raise RatingRefused(
+            "Your reservation of this item ran out and it has since been rated by enough people "
+            f"({evaluation.overlap}). Nothing was saved; your answers are still in the form."
+        )
+    _claim_slot(evaluation_id=assignment.evaluation_id, item_id=assignment.item_id)
+
+
+# --- answers ---------------------------------------------------------------------------------
+
+
+def evaluation_versions(evaluation: Evaluation) -> list[RubricVersion]:
+    return list(evaluation.rubric_versions.select_related("rubric").order_by("rubric__name", "number"))
+
+
+def read_answers(*, versions: list[RubricVersion], data) -> tuple[dict[int, Answer], AnswerErrors]:
+    """Read `rubric-<version id>` / `explanation-<version id>` fields of a submitted form and check them."""
+    errors = AnswerErrors()
+    known = {str(version.pk) for version in versions}
+    for key in data:
+        prefix, _, version_id = key.partition("-")
+        if prefix in {"rubric", "explanation"} and version_id not in known:
+            errors.general.append(
+                f"Field “{key}” names rubric version {version_id!r}, which is not part of this evaluation. "
+                "Nothing was saved."
+            )
+    answers: dict[int, Answer] = {}
+    for version in versions:
+        value = (data.get(f"rubric-{version.pk}") or "").strip()
+        explanation = (data.get(f"explanation-{version.pk}") or "").strip()
+        if not value:
+            errors.fields[f"rubric-{version.pk}"] = f"Pick a value for “{version.criterion}”."
+            continue
+        if value not in version.scale_values:
+            allowed = ", ".join(version.scale_values)
+            errors.fields[f"rubric-{version.pk}"] = (
+                f"“{value}” is not on the scale of “{version.criterion}” (allowed: {allowed})."
+            )
+            continue
+        if version.explanation_required and not explanation:
+            errors.fields[f"explanation-{version.pk}"] = f"“{version.criterion}” asks for an explanation."
+            continue
+        answers[version.pk] = Answer(version=version, value=value, explanation=explanation)
+    return answers, errors
+
+
+def seconds_since(shown_at: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds between the page's `shown_at` stamp (Unix time) and now; None when missing or implausible."""
+    now = now or timezone.now()
+    try:
+        shown = float(shown_at or "")
+    except ValueError:
+        return None
+    spent = now.timestamp() - shown
+    if not math.isfinite(spent) or spent < 0 or spent > MAX_SECONDS_SPENT:
+        return None
+    return round(spent, 1)
+
+
+def _save_answer(
+    *,
+    evaluation: Evaluation,
+    item_id: int,
+    rater: Rater,
+    answer: Answer,
+    side: str,
+    seconds_spent: float | None,
+) -> str:
+    """Create or revise one rating; returns "created", "revised" or "unchanged"."""
+    side_shown = side if answer.version.kind == Rubric.Kind.PAIRWISE else ""
+    rating = (
+        Rating.objects.select_for_update()
+        .filter(evaluation=evaluation, rater=rater, item_id=item_id, rubric_version=answer.version)
+        .first()
+    )
+    if rating is None:
+        Rating.objects.create(
+            evaluation=evaluation,
+            rater=rater,
+            item_id=item_id,
+            rubric_version=answer.version,
+            value=answer.value,
+            explanation=answer.explanation,
+            side_shown=side_shown,
+            seconds_spent=seconds_spent,
+        )
+        return "created"
+    if (rating.value, rating.explanation) == (answer.value, answer.explanation):
+        return "unchanged"
+    RatingRevision.objects.create(
+        rating=rating,
+        value=rating.value,
+        explanation=rating.explanation,
+        side_shown=rating.side_shown,
+        seconds_spent=rating.seconds_spent,
+        created=rating.updated,
+    )
+    rating.value, rating.explanation, rating.side_shown = answer.value, answer.explanation, side_shown
+    rating.seconds_spent = seconds_spent
+    rating.save(update_fields=["value", "explanation", "side_shown", "seconds_spent", "updated"])
+    return "revised"
+
+
+def submit_ratings(
+    *,
+    evaluation: Evaluation,
+    item_id: int,
+    user,
+    answers: dict[int, Answer],
+    seconds_spent: float | None = None,
+    now: datetime | None = None,
+) -> SubmitResult:
+    """Save every rubric's answer for one item in one transaction; revising keeps the earlier value.
+
+    Submitting the same answers again changes nothing, so double submits and replays are harmless.
+    """
+    now = now or timezone.now()
+    result = SubmitResult()
+    with transaction.atomic():
+        assignment = (
+            Assignment.objects.select_for_update()
+            .filter(evaluation=evaluation, item_id=item_id, user=user)
+            .first()
+        )
+        if assignment is None:
+            raise RatingRefused("This item is not reserved for you, so nothing was saved. Use “Next item”.")
+        if not assignment.holds_claim:
+            _reclaim(assignment=assignment, now=now)
+            result.reclaimed = True
+        rater = Rater.for_user(evaluation.project, user)
+        for answer in answers.values():
+            outcome = _save_answer(
+                evaluation=evaluation,
+                item_id=item_id,
+                rater=rater,
+                answer=answer,
+                side=assignment.left_side,
+                seconds_spent=seconds_spent,
+            )
+            setattr(result, outcome, getattr(result, outcome) + 1)
+        if assignment.status != Status.DONE:
+            assignment.status, assignment.finished = Status.DONE, now
+            assignment.seconds_spent = seconds_spent
+            assignment.save(update_fields=["status", "finished", "seconds_spent"])
+    return result
+
+
+def set_aside(
+    *,
+    evaluation: Evaluation,
+    item_id: int,
+    user,
+    reason: str,
+    flag: bool,
+    seconds_spent: float | None = None,
+    now: datetime | None = None,
+) -> Assignment:
+    """Skip an item (or flag it as a problem) with a reason; it goes back to the pool for others."""
+    reason = reason.strip()
+    if not reason:
+        what = "flagging" if flag else "skipping"
+        raise RatingRefused(f"Say why you are {what} this item (the reason field is empty).", field="reason")
+    now = now or timezone.now()
+    with transaction.atomic():
+        assignment = (
+            Assignment.objects.select_for_update()
+            .filter(evaluation=evaluation, item_id=item_id, user=user)
+            .first()
+        )
+        if assignment is None:
+            raise RatingRefused("This item is not reserved for you.")
+        if assignment.status == Status.DONE:
+            raise RatingRefused("You have already rated this item; revise it from your history instead.")
+        if assignment.status == Status.RESERVED:
+            _unclaim_slot(evaluation_id=evaluation.pk, item_id=item_id)
+        assignment.status = Status.FLAGGED if flag else Status.SKIPPED
+        assignment.reason, assignment.finished, assignment.seconds_spent = reason, now, seconds_spent
+        assignment.save(update_fields=["status", "reason", "finished", "seconds_spent"])
+    return assignment
+
+
+# --- settings and progress -------------------------------------------------------------------
+
+
+def update_assignment_settings(
+    *, evaluation: Evaluation, overlap: int, reservation_minutes: int, order: str
+) -> Evaluation:
+    """Change overlap N, the reservation timeout and the order; reopen or close items to match."""
+    if overlap < 1:
+        raise RatingRefused("Overlap must be at least 1 rating per item.", field="overlap")
+    if reservation_minutes < 1:
+        raise RatingRefused("The reservation timeout must be at least 1 minute.", field="reservation_minutes")
+    if order not in Evaluation.Order.values:
+        raise RatingRefused(f"Unknown order {order!r}.", field="order")
+    with transaction.atomic():
+        locked = Evaluation.objects.select_for_update().get(pk=evaluation.pk)
+        if order != locked.order:
+            if Assignment.objects.filter(evaluation=locked).exists():
+                raise RatingRefused("The order cannot change once rating has started.", field="order")
+            Slot.objects.filter(evaluation=locked).delete()  # rebuilt in the new order on the next request
+        locked.overlap, locked.reservation_minutes, locked.order = overlap, reservation_minutes, order
+        locked.save(update_fields=["overlap", "reservation_minutes", "order"])
+        Slot.objects.filter(evaluation=locked).update(is_open=LessThan(F("claims"), overlap))
+    return locked
+
+
+@dataclass
+class Progress:
+    evaluation: Evaluation
+    done: int
+    share: int
+    total: int
+
+    @property
+    def percent_of_share(self) -> int:
+        return min(100, round(100 * self.done / self.share)) if self.share else 100
+
+
+def share_of(*, total: int, overlap: int, annotators: int) -> int:
+    """How many items one annotator is expected to rate: the evaluation's ratings split evenly."""
+    if annotators <= 0:
+        return 0
+    return min(total, math.ceil(total * overlap / annotators))
+
+
+def annotator_progress(*, user) -> list[Progress]:
+    """The evaluations `user` annotates, with their done count, their share and the total."""
+    items = Item.objects.filter(dataset_id=OuterRef("dataset_id")).order_by().values("dataset_id")
+    done = Assignment.objects.filter(evaluation_id=OuterRef("pk"), user=user, status=Status.DONE)
+    through = Evaluation.annotators.through
+    annotators = through.objects.filter(evaluation_id=OuterRef("pk")).order_by().values("evaluation_id")
+    evaluations = (
+        Evaluation.objects.filter(annotators=user)
+        .select_related("project", "dataset")
+        .annotate(
+            total=Subquery(items.annotate(n=Count("pk")).values("n")[:1]),
+            done=Subquery(done.order_by().values("evaluation_id").annotate(n=Count("pk")).values("n")[:1]),
+            annotator_count=Subquery(annotators.annotate(n=Count("pk")).values("n")[:1]),
+        )
+        .order_by("project__name", "name")
+    )
+    return [
+        Progress(
+            evaluation=evaluation,
+            done=evaluation.done or 0,
+            share=share_of(
+                total=evaluation.total or 0, overlap=evaluation.overlap, annotators=evaluation.annotator_count
+            ),
+            total=evaluation.total or 0,
+        )
+        for evaluation in evaluations
+    ]

@@ -1,0 +1,219 @@
+"""Handing out items: at most N people per item, never twice to one person, expiry, order, concurrency."""
+
+import threading
+from collections import Counter
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from evaluations.models import Rating
+from rating import services
+from rating.models import Assignment, Slot, pairwise_left_side, shuffled_rank
+from tests import factories
+from tests.rating.conftest import add_annotators
+
+pytestmark = pytest.mark.django_db
+
+
+def rate(evaluation, assignment, value="3"):
+    answers = {
+        version.pk: services.Answer(
+            version=version,
+            value=version.scale_values[0] if version.kind == "pairwise" else value,
+            explanation="because",
+        )
+        for version in services.evaluation_versions(evaluation)
+    }
+    return services.submit_ratings(
+        evaluation=evaluation, item_id=assignment.item_id, user=assignment.user, answers=answers
+    )
+
+
+def test_next_item_follows_dataset_order_and_resumes_the_open_reservation(evaluation, annotator):
+    first = services.next_assignment(evaluation=evaluation, user=annotator)
+    again = services.next_assignment(evaluation=evaluation, user=annotator)
+    assert first.item.position == 0
+    assert again.pk == first.pk
+    rate(evaluation, first)
+    second = services.next_assignment(evaluation=evaluation, user=annotator)
+    assert second.item.position == 1
+
+
+def test_an_item_never_gets_more_than_overlap_raters(evaluation):
+    users = add_annotators(evaluation, 5)
+    handed = [services.next_assignment(evaluation=evaluation, user=user).item_id for user in users]
+    assert max(Counter(handed).values()) == 2  # overlap 2, four items
+    assert sorted(Counter(handed).values()) == [1, 2, 2]
+
+
+def test_one_person_never_gets_the_same_item_twice_and_runs_out(evaluation, annotator):
+    seen = []
+    while (assignment := services.next_assignment(evaluation=evaluation, user=annotator)) is not None:
+        seen.append(assignment.item_id)
+        rate(evaluation, assignment)
+    assert len(seen) == len(set(seen)) == 4
+
+
+def test_done_items_stay_counted_so_the_pool_empties_at_n_ratings(evaluation):
+    users = add_annotators(evaluation, 3)
+    for user in users:
+        while (assignment := services.next_assignment(evaluation=evaluation, user=user)) is not None:
+            rate(evaluation, assignment)
+    per_item = Counter(Assignment.objects.filter(status="done").values_list("item_id", flat=True))
+    assert list(per_item.values()) == [2, 2, 2, 2]
+    assert not Slot.objects.filter(evaluation=evaluation, is_open=True).exists()
+
+
+def test_expired_reservation_returns_to_the_pool(evaluation):
+    evaluation.overlap = 1
+    evaluation.save()
+    first, second = add_annotators(evaluation, 2)
+    held = services.next_assignment(evaluation=evaluation, user=first)
+    later = timezone.now() + timedelta(minutes=evaluation.reservation_minutes + 1)
+    taken_over = services.next_assignment(evaluation=evaluation, user=second, now=later)
+    assert taken_over.item_id == held.item_id
+    held.refresh_from_db()
+    assert held.status == "expired"
+
+
+def test_late_submit_saves_while_the_item_still_has_room(evaluation, annotator):
+    held = services.next_assignment(evaluation=evaluation, user=annotator)
+    later = timezone.now() + timedelta(minutes=evaluation.reservation_minutes + 1)
+    assert services.release_expired(evaluation=evaluation, now=later) == 1
+    result = rate(evaluation, held)
+    assert result.reclaimed and result.created == 2
+    assert Slot.objects.get(evaluation=evaluation, item=held.item).claims == 1
+
+
+def test_late_submit_is_refused_when_others_filled_the_item(evaluation, annotator):
+    evaluation.overlap = 1
+    evaluation.save()
+    (other,) = add_annotators(evaluation, 1)
+    held = services.next_assignment(evaluation=evaluation, user=annotator)
+    later = timezone.now() + timedelta(minutes=evaluation.reservation_minutes + 1)
+    rate(evaluation, services.next_assignment(evaluation=evaluation, user=other, now=later))
+    with pytest.raises(services.RatingRefused, match="rated by enough people"):
+        rate(evaluation, held)
+    assert not Rating.objects.filter(rater__user=annotator).exists()
+
+
+def test_skip_frees_the_item_for_others_but_not_for_the_skipper(evaluation, annotator):
+    evaluation.overlap = 1
+    evaluation.save()
+    (other,) = add_annotators(evaluation, 1)
+    held = services.next_assignment(evaluation=evaluation, user=annotator)
+    services.set_aside(
+        evaluation=evaluation, item_id=held.item_id, user=annotator, reason="unclear", flag=False
+    )
+    assert services.next_assignment(evaluation=evaluation, user=other).item_id == held.item_id
+    assert services.next_assignment(evaluation=evaluation, user=annotator).item_id != held.item_id
+
+
+def test_skip_without_reason_is_refused_and_changes_nothing(evaluation, annotator):
+    held = services.next_assignment(evaluation=evaluation, user=annotator)
+    with pytest.raises(services.RatingRefused, match="reason"):
+        services.set_aside(evaluation=evaluation, item_id=held.item_id, user=annotator, reason=" ", flag=True)
+    held.refresh_from_db()
+    assert held.status == "reserved"
+
+
+def test_people_outside_the_evaluation_get_nothing(evaluation, outsider):
+    with pytest.raises(services.NotAnnotator):
+        services.next_assignment(evaluation=evaluation, user=outsider)
+    assert not Assignment.objects.exists()
+
+
+def test_shuffled_order_is_fixed_per_evaluation_and_matches_python(project, dataset, likert, annotator):
+    evaluation = factories.make_evaluation(project, dataset, [likert], annotators=[annotator])
+    evaluation.order = "shuffled"
+    evaluation.save()
+    services.ensure_slots(evaluation=evaluation)
+    ranks = dict(Slot.objects.filter(evaluation=evaluation).values_list("item_id", "rank"))
+    assert ranks == {
+        item_id: shuffled_rank(evaluation_id=evaluation.pk, item_id=item_id) for item_id in ranks
+    }
+    order = [services.next_assignment(evaluation=evaluation, user=annotator)]
+    assert order[0].item_id == min(ranks, key=ranks.get)
+
+
+def test_lowering_overlap_closes_items_and_raising_reopens_them(evaluation, annotator):
+    rate(evaluation, services.next_assignment(evaluation=evaluation, user=annotator))
+    services.update_assignment_settings(
+        evaluation=evaluation, overlap=1, reservation_minutes=5, order="dataset"
+    )
+    assert Slot.objects.filter(evaluation=evaluation, is_open=False).count() == 1
+    services.update_assignment_settings(
+        evaluation=evaluation, overlap=3, reservation_minutes=5, order="dataset"
+    )
+    assert Slot.objects.filter(evaluation=evaluation, is_open=False).count() == 0
+
+
+def test_pairwise_side_is_deterministic_and_roughly_balanced():
+    sides = [pairwise_left_side(user_id=7, item_id=n) for n in range(400)]
+    assert sides == [pairwise_left_side(user_id=7, item_id=n) for n in range(400)]
+    assert 150 < sides.count("baseline") < 250
+
+
+def test_progress_counts_done_share_and_total(evaluation, annotator):
+    add_annotators(evaluation, 1)
+    rate(evaluation, services.next_assignment(evaluation=evaluation, user=annotator))
+    (progress,) = services.annotator_progress(user=annotator)
+    assert (progress.done, progress.share, progress.total) == (1, 4, 4)  # 4 items x 2 / 2 people
+
+
+def test_next_item_query_count_does_not_grow_with_the_dataset(
+    project, likert, annotator, django_assert_max_num_queries
+):
+    small = factories.make_evaluation(
+        project, factories.make_dataset(project, items=3), [likert], annotators=[annotator]
+    )
+    big = factories.make_evaluation(
+        project, factories.make_dataset(project, items=300), [likert], annotators=[annotator]
+    )
+    services.ensure_slots(evaluation=small)
+    services.ensure_slots(evaluation=big)
+    counts = []
+    for evaluation in (small, big):
+        from django.test.utils import CaptureQueriesContext
+
+        with CaptureQueriesContext(connection) as queries:
+            services.next_assignment(evaluation=evaluation, user=annotator)
+        counts.append(len(queries))
+    assert counts[0] == counts[1]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_parallel_requests_never_over_assign(project, likert):
+    """Twelve people ask at once, several times each, for items of a two-item, overlap-3 evaluation."""
+    dataset = factories.make_dataset(project, items=5)
+    evaluation = factories.make_evaluation(project, dataset, [likert], overlap=3)
+    users = add_annotators(evaluation, 12, prefix="par")
+    barrier = threading.Barrier(len(users) * 2)
+    errors: list[BaseException] = []
+
+    def work(user):
+        try:
+            barrier.wait()
+            for _ in range(3):
+                assignment = services.next_assignment(evaluation=evaluation, user=user)
+                if assignment is None:
+                    return
+                rate(evaluation, assignment)
+        except BaseException as error:  # reported by the main thread
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=work, args=(user,)) for user in users for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    per_item = Counter(Assignment.objects.filter(evaluation=evaluation).values_list("item_id", flat=True))
+    assert sorted(per_item.values()) == [3, 3, 3, 3, 3]
+    assert Rating.objects.filter(evaluation=evaluation).count() == 15
+    slots = Slot.objects.filter(evaluation=evaluation)
+    assert {slot.claims for slot in slots} == {3}
