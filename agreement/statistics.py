@@ -420,7 +420,7 @@ def accuracy(predicted, truth) -> Stat:
 
 
 def f1_from_confusion(confusion: np.ndarray) -> np.ndarray:
-    """(B, L) F1 of each label from (B, L, L) tables of (predicted, truth); NaN where a label is never used."""
+    """(B, L) F1 of each label from (B, L, L) tables of (predicted, truth); NaN for a label never used."""
     tp = np.diagonal(confusion, axis1=1, axis2=2)
     predicted, truth = confusion.sum(axis=2), confusion.sum(axis=1)
     return _divide(2.0 * tp, predicted + truth)
@@ -479,7 +479,7 @@ def bootstrap(
 
 
 def percentile_intervals(values: np.ndarray, *, level: float = 0.95) -> np.ndarray:
-    """(k, 2) percentile intervals of (B, k) bootstrap figures; NaN where under half the resamples are defined."""
+    """(k, 2) percentile intervals of (B, k) bootstrap figures; NaN if under half are defined."""
     tail = (1.0 - level) / 2.0 * 100.0
     out = np.full((values.shape[1], 2), np.nan)
     for k in range(values.shape[1]):
