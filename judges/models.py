@@ -1,1 +1,222 @@
-# Judge, JudgeRun and JudgeCall live here (issue: LLM judges through Celery).
+"""LLM judges: a reusable model configuration (Judge), its application to one evaluation under one rubric
+version (JudgeRun), one row per (item, sample, order) of work (JudgeCall), and a cache of replies."""
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import models
+
+SIMULATED_MODEL_PREFIX = "fake-"
+
+
+def default_base_url() -> str:
+    return settings.LLM_DEFAULT_BASE_URL
+
+
+class Judge(models.Model):
+    """An OpenAI-compatible endpoint, model and parameters. The API key is read from the environment
+    variable named by `api_key_env` when a call is made; it is never stored."""
+
+    project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="judges")
+    name = models.CharField(max_length=120)
+    base_url = models.URLField(max_length=500, default=default_base_url)
+    model = models.CharField(max_length=200)
+    api_key_env = models.CharField(
+        "API key variable",
+        max_length=100,
+        default="OPENAI_API_KEY",
+        help_text="Name of the environment variable that holds the API key (the key is never stored).",
+    )
+    temperature = models.FloatField(default=0.0)
+    max_tokens = models.PositiveIntegerField(default=256)
+    samples = models.PositiveIntegerField(default=1, help_text="Replies per item (n), each stored.")
+    logprobs = models.BooleanField(
+        "logprob scoring",
+        default=False,
+        help_text="G-Eval: score = probability-weighted mean over the scale from top_logprobs (likert).",
+    )
+    position_swap = models.BooleanField(default=True, help_text="Pairwise: judge each item in both orders.")
+    structured_output = models.BooleanField(
+        default=True,
+        help_text="Ask for JSON with response_format; off: append a format instruction instead.",
+    )
+    requests_per_minute = models.PositiveIntegerField(default=0, help_text="0 = no limit.")
+    tokens_per_minute = models.PositiveIntegerField(default=0, help_text="0 = no limit.")
+    concurrency = models.PositiveIntegerField(default=8, help_text="Calls in flight at once, across workers.")
+    price_input_per_million = models.DecimalField(max_digits=10, decimal_places=4, default=Decimal("0"))
+    price_output_per_million = models.DecimalField(max_digits=10, decimal_places=4, default=Decimal("0"))
+    cache_enabled = models.BooleanField(
+        "cache", default=True, help_text="Answer identical calls from the cache."
+    )
+    request_timeout = models.FloatField(default=60.0, help_text="Seconds before a call counts as timed out.")
+    simulated = models.BooleanField(
+        default=False, help_text="The endpoint said it is Concord's simulated model."
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name"], name="judge_name_unique_in_project"),
+            models.CheckConstraint(
+                condition=models.Q(samples__gte=1, samples__lte=20), name="judge_samples_1_to_20"
+            ),
+            models.CheckConstraint(condition=models.Q(concurrency__gte=1), name="judge_concurrency_positive"),
+            models.CheckConstraint(condition=models.Q(max_tokens__gte=1), name="judge_max_tokens_positive"),
+            models.CheckConstraint(
+                condition=models.Q(temperature__gte=0, temperature__lte=2), name="judge_temperature_0_to_2"
+            ),
+            models.CheckConstraint(condition=models.Q(request_timeout__gt=0), name="judge_timeout_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_simulated(self) -> bool:
+        """Concord's fake server only serves models named fake-*, so the name alone marks them."""
+        return self.simulated or self.model.startswith(SIMULATED_MODEL_PREFIX)
+
+    def parameters(self) -> dict:
+        """The settings a run freezes at launch, so editing the judge never changes a running run."""
+        return {
+            "base_url": self.base_url,
+            "model": self.model,
+            "api_key_env": self.api_key_env,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "samples": self.samples,
+            "logprobs": self.logprobs,
+            "position_swap": self.position_swap,
+            "structured_output": self.structured_output,
+            "requests_per_minute": self.requests_per_minute,
+            "tokens_per_minute": self.tokens_per_minute,
+            "concurrency": self.concurrency,
+            "price_input_per_million": str(self.price_input_per_million),
+            "price_output_per_million": str(self.price_output_per_million),
+            "cache_enabled": self.cache_enabled,
+            "request_timeout": self.request_timeout,
+            "simulated": self.is_simulated,
+        }
+
+
+class JudgeRun(models.Model):
+    """One judge applied to one evaluation under one rubric version; its ratings are its rater's."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    judge = models.ForeignKey(Judge, on_delete=models.PROTECT, related_name="runs")
+    evaluation = models.ForeignKey(
+        "evaluations.Evaluation", on_delete=models.CASCADE, related_name="judge_runs"
+    )
+    rubric_version = models.ForeignKey(
+        "rubrics.RubricVersion", on_delete=models.PROTECT, related_name="judge_runs"
+    )
+    rater = models.OneToOneField("evaluations.Rater", on_delete=models.PROTECT, related_name="judge_run")
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.RUNNING)
+    error = models.TextField(blank=True, help_text="Why the run stopped, for its page.")
+    parameters = models.JSONField(default=dict, help_text="The judge's settings frozen at launch.")
+    total_calls = models.PositiveIntegerField(default=0)
+    lanes_started = models.BooleanField(
+        default=False, help_text="The first call went alone; after it the other lanes were started."
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(status__in=["running", "done", "failed", "cancelled"]),
+                name="judge_run_status_is_known",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.judge} on {self.evaluation} ({self.rubric_version})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status == self.Status.RUNNING
+
+
+class JudgeCall(models.Model):
+    """One request of a run: an item, a sample index and an order (swapped = response shown as A)."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        CLAIMED = "claimed", "Claimed"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    run = models.ForeignKey(JudgeRun, on_delete=models.CASCADE, related_name="calls")
+    item = models.ForeignKey("datasets.Item", on_delete=models.CASCADE, related_name="+")
+    sample = models.PositiveIntegerField(default=0)
+    swapped = models.BooleanField(default=False)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    claim_token = models.UUIDField(null=True, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    latency_ms = models.FloatField(null=True, blank=True)
+    raw_output = models.TextField(blank=True)
+    value = models.CharField(max_length=64, blank=True, help_text="Parsed value, canonical orientation.")
+    explanation = models.TextField(blank=True)
+    parse_failed = models.BooleanField(default=False)
+    logprobs_missing = models.BooleanField(default=False)
+    error = models.TextField(blank=True)
+    cached = models.BooleanField(default=False)
+    details = models.JSONField(default=dict, blank=True, help_text="Logprob score, argmax, distribution.")
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "item", "sample", "swapped"], name="one_call_per_item_sample_order"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(status__in=["pending", "claimed", "done", "failed"]),
+                name="judge_call_status_is_known",
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(status="claimed") | models.Q(claim_token__isnull=False),
+                name="claimed_call_has_token",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["run", "status", "id"], name="judge_call_run_status"),
+            models.Index(fields=["run", "item"], name="judge_call_run_item"),
+        ]
+
+    def __str__(self) -> str:
+        order = "swapped" if self.swapped else "original"
+        return f"call {self.pk}: item {self.item_id} sample {self.sample} {order} ({self.status})"
+
+
+class CachedReply(models.Model):
+    """A reply an endpoint gave to an exact request (prompt, model, parameters, sample index)."""
+
+    key = models.CharField(max_length=64, unique=True, help_text="sha256 of the request.")
+    model = models.CharField(max_length=200)
+    content = models.TextField(blank=True)
+    refusal = models.TextField(blank=True)
+    finish_reason = models.CharField(max_length=40, blank=True)
+    logprobs = models.JSONField(null=True, blank=True)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    created = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"cached reply {self.key[:12]} from {self.model}"

@@ -1,0 +1,178 @@
+"""The one boundary between Concord and an OpenAI-compatible endpoint.
+
+The openai client's own retries are switched off (max_retries=0): retries live in exactly one layer,
+`judges.calls`, which knows the run, honours Retry-After and records attempts. This module turns each
+outcome into a `Reply`, a `TransientError` (worth retrying) or a `PermanentError` (stop the run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+
+TOP_LOGPROBS = 10
+LOGPROB_TOKENS_KEPT = 8
+
+
+class EndpointError(Exception):
+    """A call that produced no usable reply."""
+
+    def __init__(self, message: str, *, status: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+class TransientError(EndpointError):
+    """Rate limited, server error, timeout or broken connection: try again later."""
+
+    def __init__(self, message: str, *, status: int | None = None, retry_after: float | None = None):
+        super().__init__(message, status=status)
+        self.retry_after = retry_after
+
+
+class PermanentError(EndpointError):
+    """Wrong key, unknown model, bad request: every further call would fail the same way."""
+
+
+@dataclass
+class Reply:
+    content: str | None
+    refusal: str = ""
+    finish_reason: str = ""
+    # [(token, [(alternative, logprob), ...]), ...] for the first tokens; None: the endpoint sent none.
+    logprobs: list[Any] | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_ms: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    def as_cache(self) -> dict:
+        return {
+            "content": self.content or "",
+            "refusal": self.refusal,
+            "finish_reason": self.finish_reason,
+            "logprobs": self.logprobs,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+        }
+
+
+_clients: dict[tuple, openai.OpenAI] = {}
+_clients_lock = threading.Lock()
+
+
+def api_key_from_env(variable: str) -> str:
+    key = os.environ.get(variable, "")
+    if not key:
+        raise PermanentError(f"authentication failed: the environment variable {variable} is not set")
+    return key
+
+
+def get_client(*, base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
+    """One client (and connection pool) per endpoint, key and timeout, shared by a worker's threads."""
+    cache_key = (base_url, api_key, timeout)
+    with _clients_lock:
+        client = _clients.get(cache_key)
+        if client is None:
+            client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0)
+            _clients[cache_key] = client
+        return client
+
+
+def chat(*, base_url: str, api_key_env: str, timeout: float, request: dict) -> Reply:
+    """Send one chat completion request (`request` holds model, messages and parameters)."""
+    client = get_client(base_url=base_url, api_key=api_key_from_env(api_key_env), timeout=timeout)
+    started = time.monotonic()
+    try:
+        completion = client.chat.completions.create(**request)
+    except openai.APIStatusError as error:
+        raise _status_error(error) from None
+    except openai.APITimeoutError:
+        raise TransientError(f"timed out after {timeout:g} s") from None
+    except openai.APIConnectionError as error:
+        raise TransientError(f"connection error: {error.__cause__ or error}") from None
+    except (openai.APIResponseValidationError, json.JSONDecodeError, ValueError) as error:
+        raise TransientError(f"malformed response from the endpoint: {error}") from None
+    latency_ms = (time.monotonic() - started) * 1000
+    if not getattr(completion, "choices", None):
+        raise TransientError("malformed response from the endpoint: no choices")
+    return _reply(completion, latency_ms)
+
+
+def _reply(completion: Any, latency_ms: float) -> Reply:
+    choice = completion.choices[0]
+    message = choice.message
+    usage = completion.usage
+    logprobs = None
+    if choice.logprobs is not None and choice.logprobs.content:
+        logprobs = [
+            [entry.token, [[alt.token, alt.logprob] for alt in (entry.top_logprobs or [])]]
+            for entry in choice.logprobs.content[:LOGPROB_TOKENS_KEPT]
+        ]
+    return Reply(
+        content=message.content,
+        refusal=getattr(message, "refusal", None) or "",
+        finish_reason=choice.finish_reason or "",
+        logprobs=logprobs,
+        prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+        completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+        latency_ms=latency_ms,
+    )
+
+
+def _status_error(error: openai.APIStatusError) -> EndpointError:
+    status = error.status_code
+    detail = _error_message(error)
+    if status == 429:
+        return TransientError(f"rate limited (429): {detail}", status=status, retry_after=_retry_after(error))
+    if status >= 500 or status in (408, 409):
+        return TransientError(
+            f"server error ({status}): {detail}", status=status, retry_after=_retry_after(error)
+        )
+    if status in (401, 403):
+        return PermanentError(f"authentication failed ({status}): {detail}", status=status)
+    if status == 404:
+        return PermanentError(f"model or endpoint not found (404): {detail}", status=status)
+    return PermanentError(f"request refused ({status}): {detail}", status=status)
+
+
+def _error_message(error: openai.APIStatusError) -> str:
+    body = error.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+        if body.get("message"):
+            return str(body["message"])
+    return str(error.message)
+
+
+def _retry_after(error: openai.APIStatusError) -> float | None:
+    headers = error.response.headers
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        raw = headers.get(name)
+        if raw:
+            try:
+                return max(0.0, float(raw) * scale)
+            except ValueError:
+                continue  # an HTTP date: fall back to our own backoff
+    return None
+
+
+def list_models(*, base_url: str, api_key_env: str, timeout: float = 10.0) -> list[dict]:
+    """The endpoint's models as [{"id", "owned_by"}]."""
+    client = get_client(base_url=base_url, api_key=api_key_from_env(api_key_env), timeout=timeout)
+    try:
+        page = client.models.list()
+    except openai.APIStatusError as error:
+        raise _status_error(error) from None
+    except openai.APIConnectionError as error:
+        raise TransientError(f"connection error: {error.__cause__ or error}") from None
+    return [{"id": model.id, "owned_by": getattr(model, "owned_by", "")} for model in page.data]

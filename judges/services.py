@@ -1,0 +1,367 @@
+"""Judge runs: estimate, launch, work, cancel, resume, progress; and the judge's connection test.
+
+A run is worked by lanes: Celery tasks that each claim and do one call after another until none is
+left. The first lane works alone until its first call is through (so a wrong key or model stops the
+run after one call, not after a burst), then starts the others; the number of lanes is the judge's
+concurrency, across all workers together.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+from decimal import Decimal
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import Count, IntegerField, Q, Sum
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast
+from django.utils import timezone
+
+from evaluations.models import Evaluation, Rater, Rating
+from rubrics.models import RubricVersion
+from rubrics.rendering import RenderError, render_prompt
+
+from . import client
+from .calls import LaneContext, build_request, claim_next_call, process_call
+from .fake_llm import OWNED_BY
+from .models import Judge, JudgeCall, JudgeRun
+
+ESTIMATE_SAMPLE_ITEMS = 50
+EXPECTED_SCORE_TOKENS = 5
+EXPECTED_JSON_TOKENS = 120
+CALL_BATCH = 5000
+
+
+def orders_for(judge_params: dict, version: RubricVersion) -> list[bool]:
+    """[False] or, for pairwise with position swap, [False, True] (True: the response is shown as A)."""
+    if version.rubric.kind == "pairwise" and judge_params["position_swap"]:
+        return [False, True]
+    return [False]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    items: int
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost: Decimal
+    api_key_present: bool
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+def cost_of(params: dict, *, prompt_tokens: int, completion_tokens: int) -> Decimal:
+    price_in = Decimal(str(params["price_input_per_million"]))
+    price_out = Decimal(str(params["price_output_per_million"]))
+    total = (price_in * prompt_tokens + price_out * completion_tokens) / Decimal(1_000_000)
+    return total.quantize(Decimal("0.0001"))
+
+
+def estimate_run(*, judge: Judge, evaluation: Evaluation, rubric_version: RubricVersion) -> Estimate:
+    """Calls, tokens and cost of a run before launch (prompt length from up to 50 rendered items)."""
+    params = judge.parameters()
+    items = evaluation.dataset.items.all()
+    count = items.count()
+    orders = orders_for(params, rubric_version)
+    calls = count * params["samples"] * len(orders)
+    sample = list(items.order_by("position")[:ESTIMATE_SAMPLE_ITEMS])
+    chars = 0
+    for item in sample:
+        try:
+            prompt = render_prompt(rubric_version, item)
+        except RenderError as error:
+            raise ValidationError(f"Item {item.external_id}: {error}") from None
+        request = build_request(params=params, version=rubric_version, prompt=prompt, sample=0)
+        chars += len(request["messages"][0]["content"])
+    per_call_prompt = (chars / len(sample) / 4) if sample else 0
+    per_call_completion = min(
+        params["max_tokens"],
+        EXPECTED_JSON_TOKENS if rubric_version.output_format != "score" else EXPECTED_SCORE_TOKENS,
+    )
+    prompt_tokens = round(per_call_prompt * calls)
+    completion_tokens = per_call_completion * calls
+    return Estimate(
+        items=count,
+        calls=calls,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        cost=cost_of(params, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
+        api_key_present=bool(os.environ.get(judge.api_key_env)),
+    )
+
+
+def check_launch(*, judge: Judge, evaluation: Evaluation, rubric_version: RubricVersion) -> None:
+    if judge.project_id != evaluation.project_id:
+        raise ValidationError(
+            f"Judge {judge.name} belongs to another project than evaluation {evaluation.name}."
+        )
+    if not evaluation.rubric_versions.filter(pk=rubric_version.pk).exists():
+        raise ValidationError(f"Rubric version {rubric_version} is not part of evaluation {evaluation.name}.")
+    items = evaluation.dataset.items.all()
+    if not items.exists():
+        raise ValidationError(f"Dataset {evaluation.dataset.name} has no items to judge.")
+    if rubric_version.requires_baseline:
+        lacking = [i.external_id for i in items if not i.has_baseline][:5]
+        if lacking:
+            raise ValidationError(
+                f"Pairwise rubric {rubric_version} needs a baseline; items without one: {', '.join(lacking)}."
+            )
+
+
+def launch_run(
+    *, judge: Judge, evaluation: Evaluation, rubric_version: RubricVersion, created_by=None
+) -> JudgeRun:
+    """Create the run, its rater and one call per (item, sample, order); the first lane starts on commit."""
+    check_launch(judge=judge, evaluation=evaluation, rubric_version=rubric_version)
+    params = judge.parameters()
+    orders = orders_for(params, rubric_version)
+    with transaction.atomic():
+        sequence = JudgeRun.objects.filter(judge=judge).count() + 1
+        name = f"{judge.name} · {rubric_version} · run {sequence}"
+        try:
+            with transaction.atomic():
+                rater = Rater.objects.create(project=evaluation.project, name=name, kind=Rater.Kind.MODEL)
+        except IntegrityError:
+            raise ValidationError(f"A rater named {name!r} already exists; try again.") from None
+        run = JudgeRun.objects.create(
+            judge=judge,
+            evaluation=evaluation,
+            rubric_version=rubric_version,
+            rater=rater,
+            parameters=params,
+            created_by=created_by,
+        )
+        item_ids = list(evaluation.dataset.items.order_by("position").values_list("pk", flat=True))
+        calls = [
+            JudgeCall(run=run, item_id=item_id, sample=sample, swapped=swapped)
+            for item_id in item_ids
+            for sample in range(params["samples"])
+            for swapped in orders
+        ]
+        JudgeCall.objects.bulk_create(calls, batch_size=CALL_BATCH)
+        run.total_calls = len(calls)
+        run.save(update_fields=["total_calls"])
+        transaction.on_commit(lambda: enqueue_lanes(run.pk, [0]))
+    return run
+
+
+def enqueue_lanes(run_id: int, lanes: list[int]) -> None:
+    from .tasks import run_judge_lane
+
+    for lane in lanes:
+        run_judge_lane.delay(run_id, lane)
+
+
+def work_lane(*, run_id: int, lane: int) -> int:
+    """Claim and do calls until none is left or the run stops; returns how many this lane did."""
+    run = JudgeRun.objects.filter(pk=run_id, status=JudgeRun.Status.RUNNING).first()
+    if run is None:
+        return 0
+    ctx = LaneContext.load(run)
+    done = 0
+    while not ctx.stopped():
+        claimed = claim_next_call(ctx)
+        if claimed is None:
+            break
+        outcome = process_call(ctx, *claimed)
+        if outcome == "stopped":
+            break
+        done += 1
+        if lane == 0 and done == 1:
+            start_other_lanes(run)
+    complete_run_if_finished(run_id=run_id)
+    return done
+
+
+def start_other_lanes(run: JudgeRun) -> None:
+    concurrency = run.parameters["concurrency"]
+    if concurrency <= 1:
+        return
+    started = JudgeRun.objects.filter(pk=run.pk, lanes_started=False, status=JudgeRun.Status.RUNNING).update(
+        lanes_started=True
+    )
+    if started:
+        enqueue_lanes(run.pk, list(range(1, concurrency)))
+
+
+def complete_run_if_finished(*, run_id: int) -> None:
+    open_calls = JudgeCall.objects.filter(
+        run_id=run_id, status__in=[JudgeCall.Status.PENDING, JudgeCall.Status.CLAIMED]
+    )
+    if open_calls.exists():
+        return
+    failed = JudgeCall.objects.filter(run_id=run_id, status=JudgeCall.Status.FAILED).count()
+    running = JudgeRun.objects.filter(pk=run_id, status=JudgeRun.Status.RUNNING)
+    if failed:
+        running.update(
+            status=JudgeRun.Status.FAILED,
+            finished=timezone.now(),
+            error=f"{failed} call(s) failed after retries; resume the run to try them again.",
+        )
+    else:
+        running.update(status=JudgeRun.Status.DONE, finished=timezone.now())
+
+
+def cancel_run(*, run: JudgeRun) -> bool:
+    return bool(
+        JudgeRun.objects.filter(pk=run.pk, status=JudgeRun.Status.RUNNING).update(
+            status=JudgeRun.Status.CANCELLED, finished=timezone.now(), error="Cancelled."
+        )
+    )
+
+
+def resume_run(*, run: JudgeRun) -> int:
+    """Put failed and claimed calls back to pending and start the first lane again; returns calls reopened.
+
+    A claim held by a worker that is in fact still alive is harmless: its finish no longer matches the
+    claim token, so the call is stored once, by whoever claims it next.
+    """
+    with transaction.atomic():
+        reopened = JudgeCall.objects.filter(
+            run=run, status__in=[JudgeCall.Status.FAILED, JudgeCall.Status.CLAIMED]
+        ).update(status=JudgeCall.Status.PENDING, claim_token=None, error="")
+        pending = JudgeCall.objects.filter(run=run, status=JudgeCall.Status.PENDING).exists()
+        JudgeRun.objects.filter(pk=run.pk).update(
+            status=JudgeRun.Status.RUNNING, error="", finished=None, lanes_started=False
+        )
+        run_id = run.pk
+        if pending:
+            transaction.on_commit(lambda: enqueue_lanes(run_id, [0]))
+        else:
+            transaction.on_commit(lambda: complete_run_if_finished(run_id=run_id))
+    run.refresh_from_db()
+    return reopened
+
+
+@dataclass(frozen=True)
+class Progress:
+    total: int
+    done: int
+    failed: int
+    pending: int
+    claimed: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost: Decimal
+    cached: int
+    parse_failures: int
+    logprobs_missing: int
+    calls_per_minute: int
+    consistency_pairs: int
+    consistent_pairs: int
+
+    @property
+    def finished(self) -> int:
+        return self.done + self.failed
+
+    def percent(self, count: int) -> float:
+        return round(100 * count / self.total, 1) if self.total else 0.0
+
+    @property
+    def done_percent(self) -> float:
+        return self.percent(self.done)
+
+    @property
+    def failed_percent(self) -> float:
+        return self.percent(self.failed)
+
+    @property
+    def parse_failure_rate(self) -> float | None:
+        return round(100 * self.parse_failures / self.done, 1) if self.done else None
+
+    @property
+    def consistency_rate(self) -> float | None:
+        return (
+            round(100 * self.consistent_pairs / self.consistency_pairs, 1) if self.consistency_pairs else None
+        )
+
+
+def run_progress(run: JudgeRun) -> Progress:
+    """Counts and sums for the run page, in two queries whatever the run's size."""
+    minute_ago = timezone.now() - timedelta(minutes=1)
+    done_q = Q(status=JudgeCall.Status.DONE)
+    stats = run.calls.aggregate(
+        total=Count("id"),
+        done=Count("id", filter=done_q),
+        failed=Count("id", filter=Q(status=JudgeCall.Status.FAILED)),
+        pending=Count("id", filter=Q(status=JudgeCall.Status.PENDING)),
+        claimed=Count("id", filter=Q(status=JudgeCall.Status.CLAIMED)),
+        prompt_tokens=Sum("prompt_tokens"),
+        completion_tokens=Sum("completion_tokens"),
+        cached=Count("id", filter=done_q & Q(cached=True)),
+        parse_failures=Count("id", filter=done_q & Q(parse_failed=True)),
+        logprobs_missing=Count("id", filter=done_q & Q(logprobs_missing=True)),
+        recent=Count("id", filter=Q(finished_at__gte=minute_ago)),
+    )
+    pairs = Rating.objects.filter(rater_id=run.rater_id).aggregate(
+        pairs=Sum(Cast(KT("details__consistency_pairs"), IntegerField())),
+        consistent=Sum(Cast(KT("details__consistent_pairs"), IntegerField())),
+    )
+    prompt_tokens, completion_tokens = stats["prompt_tokens"] or 0, stats["completion_tokens"] or 0
+    return Progress(
+        total=stats["total"],
+        done=stats["done"],
+        failed=stats["failed"],
+        pending=stats["pending"],
+        claimed=stats["claimed"],
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        cost=cost_of(run.parameters, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
+        cached=stats["cached"],
+        parse_failures=stats["parse_failures"],
+        logprobs_missing=stats["logprobs_missing"],
+        calls_per_minute=stats["recent"],
+        consistency_pairs=pairs["pairs"] or 0,
+        consistent_pairs=pairs["consistent"] or 0,
+    )
+
+
+@dataclass(frozen=True)
+class ConnectionResult:
+    ok: bool
+    message: str
+    reply: str = ""
+    simulated: bool = False
+
+
+def test_connection(*, judge: Judge) -> ConnectionResult:
+    """One small call (max 5 tokens); also marks the judge simulated when the endpoint says it is ours."""
+    simulated = False
+    try:
+        models = client.list_models(
+            base_url=judge.base_url, api_key_env=judge.api_key_env, timeout=min(judge.request_timeout, 15)
+        )
+        simulated = any(m["owned_by"] == OWNED_BY for m in models)
+    except client.EndpointError:
+        pass  # not every compatible server lists models; the chat call below is the real test
+    if simulated and not judge.simulated:
+        Judge.objects.filter(pk=judge.pk).update(simulated=True)
+        judge.simulated = True
+    request = {
+        "model": judge.model,
+        "max_tokens": 5,
+        "temperature": 0,
+        "messages": [{"role": "user", "content": "Reply with the single word: ready"}],
+    }
+    try:
+        reply = client.chat(
+            base_url=judge.base_url,
+            api_key_env=judge.api_key_env,
+            timeout=min(judge.request_timeout, 30),
+            request=request,
+        )
+    except client.EndpointError as error:
+        return ConnectionResult(False, error.message, simulated=simulated)
+    text = reply.content if reply.content is not None else reply.refusal
+    return ConnectionResult(
+        True,
+        f"{judge.model} answered in {reply.latency_ms:.0f} ms",
+        reply=text or "(empty)",
+        simulated=simulated or judge.is_simulated,
+    )
