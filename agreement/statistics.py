@@ -464,6 +464,8 @@ def bootstrap(
     unique, counts = np.unique(rows.reshape(n, -1), axis=0, return_counts=True)
     unique = unique.reshape((unique.shape[0], *rows.shape[1:]))
     point = np.asarray(statistic(unique, counts[None, :].astype(np.float64)), dtype=np.float64).reshape(-1)
+    if resamples <= 0:
+        return point, None
     rng = np.random.default_rng(seed)
     chunk = max(1, min(resamples, budget // max(1, unique.shape[0])))
     draws = []
