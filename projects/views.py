@@ -1,31 +1,77 @@
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.db import transaction
+from django.shortcuts import redirect, render
+from django.utils.text import slugify
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from .access import get_project_for, is_researcher, projects_for
+from .access import RESEARCHER, get_project_for, is_researcher, projects_for
+from .forms import MemberForm, ProjectForm
+from .models import Membership, Project
 
 
 @require_GET
 @login_required
 def project_list(request):
-    return render(request, "projects/project_list.html", {"projects": projects_for(request.user)})
+    return render(
+        request, "projects/project_list.html", {"projects": projects_for(request.user), "form": ProjectForm()}
+    )
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def project_create(request):
+    form = ProjectForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        with transaction.atomic():
+            project = form.save(commit=False)
+            project.slug = slugify(project.name)
+            project.save()
+            Membership.objects.create(project=project, user=request.user, role=RESEARCHER)
+        messages.success(request, f"Project {project.name} created. You are its researcher.")
+        return redirect("project_detail", slug=project.slug)
+    return render(request, "projects/project_create.html", {"form": form})
 
 
 @require_GET
 @login_required
 def project_detail(request, slug: str):
     project = get_project_for(request.user, slug)
-    researcher = is_researcher(request.user, project)
-    context = {"project": project, "is_researcher": researcher}
-    if researcher:
-        from rubrics.models import Rubric
+    if not is_researcher(request.user, project):
+        return render(request, "projects/project_detail.html", annotator_context(request.user, project))
+    return render(request, "projects/project_detail.html", researcher_context(project))
 
-        context.update(
-            datasets=project.datasets.all(),
-            rubrics=Rubric.objects.filter(project=project) | Rubric.objects.filter(project__isnull=True),
-            evaluations=project.evaluations.select_related("dataset"),
-            memberships=project.memberships.select_related("user").order_by("role", "user__username"),
-        )
-    else:
-        context["evaluations"] = project.evaluations.filter(annotators=request.user).select_related("dataset")
-    return render(request, "projects/project_detail.html", context)
+
+def researcher_context(project: Project, member_form: MemberForm | None = None) -> dict:
+    from rubrics.models import Rubric
+
+    return {
+        "project": project,
+        "is_researcher": True,
+        "datasets": project.datasets.all(),
+        "rubrics": Rubric.objects.filter(project=project) | Rubric.objects.filter(project__isnull=True),
+        "evaluations": project.evaluations.select_related("dataset"),
+        "memberships": project.memberships.select_related("user").order_by("role", "user__username"),
+        "member_form": member_form or MemberForm(project=project),
+    }
+
+
+def annotator_context(user, project: Project) -> dict:
+    return {
+        "project": project,
+        "is_researcher": False,
+        "evaluations": project.evaluations.filter(annotators=user).select_related("dataset"),
+    }
+
+
+@require_POST
+@login_required
+def project_member_add(request, slug: str):
+    project = get_project_for(request.user, slug, role=RESEARCHER)
+    form = MemberForm(request.POST, project=project)
+    if not form.is_valid():
+        return render(request, "projects/project_detail.html", researcher_context(project, form), status=400)
+    user, role = form.cleaned_data["username"], form.cleaned_data["role"]
+    Membership.objects.update_or_create(project=project, user=user, defaults={"role": role})
+    messages.success(request, f"{user.username} is now a {role} of {project.name}.")
+    return redirect("project_detail", slug=project.slug)

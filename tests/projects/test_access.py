@@ -51,3 +51,44 @@ def test_anonymous_user_is_sent_to_login(client, project):
     response = client.get(f"/p/{project.slug}/")
     assert response.status_code == 302
     assert response["Location"].startswith("/login/")
+
+
+@pytest.mark.django_db
+def test_any_user_can_create_a_project_and_becomes_its_researcher(outsider_client, outsider):
+    response = outsider_client.post("/projects/new/", {"name": "Empathy study", "description": ""})
+    assert response.status_code == 302
+    assert get_project_for(outsider, "empathy-study", role="researcher").name == "Empathy study"
+
+
+@pytest.mark.django_db
+def test_project_name_taken_is_refused_with_the_reason(outsider_client, project):
+    response = outsider_client.post("/projects/new/", {"name": project.name})
+    assert response.status_code == 200
+    assert "exists already" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_researcher_adds_an_existing_user_as_annotator(researcher_client, project, outsider):
+    response = researcher_client.post(
+        f"/p/{project.slug}/members/", {"username": outsider.username, "role": "annotator"}
+    )
+    assert response.status_code == 302
+    assert project.role_of(outsider) == "annotator"
+
+
+@pytest.mark.django_db
+def test_unknown_username_is_refused_naming_it(researcher_client, project):
+    response = researcher_client.post(
+        f"/p/{project.slug}/members/", {"username": "ghost", "role": "annotator"}
+    )
+    assert response.status_code == 400
+    assert "No user is called &#x27;ghost&#x27;" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_annotator_cannot_add_members(annotator_client, project, outsider):
+    response = annotator_client.post(
+        f"/p/{project.slug}/members/", {"username": "otto", "role": "researcher"}
+    )
+    assert response.status_code == 403
+    assert project.role_of(outsider) is None
