@@ -1,0 +1,200 @@
+"""agreement.statistics against scikit-learn, SciPy and the krippendorff package, and by hand."""
+
+import krippendorff
+import numpy as np
+import pytest
+from scipy import stats as scipy_stats
+from sklearn.metrics import accuracy_score, cohen_kappa_score, f1_score
+
+from agreement import statistics as st
+
+SHAPES = [(12, 2), (60, 3), (250, 5), (40, 7)]
+
+
+def random_matrix(seed: int, items: int, raters: int, *, levels: int = 5, missing: float = 0.25):
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(1, levels + 1, items)
+    data = np.clip(truth[:, None] + rng.integers(-1, 2, (items, raters)), 1, levels).astype(float)
+    data[rng.random((items, raters)) < missing] = np.nan
+    return data
+
+
+def paired(seed: int, n: int, *, levels: int = 5):
+    rng = np.random.default_rng(seed)
+    a = rng.integers(1, levels + 1, n)
+    b = np.clip(a + rng.integers(-2, 3, n) * (rng.random(n) < 0.5), 1, levels)
+    return a, b
+
+
+@pytest.mark.parametrize("level", ["nominal", "ordinal", "interval"])
+@pytest.mark.parametrize("seed,shape", list(enumerate(SHAPES)))
+def test_krippendorff_alpha_matches_the_krippendorff_package_with_missing_values(level, seed, shape):
+    data = random_matrix(seed, *shape)
+    expected = krippendorff.alpha(reliability_data=data.T, level_of_measurement=level)
+    assert st.krippendorff_alpha(data, level=level).value == pytest.approx(expected, abs=1e-10)
+
+
+@pytest.mark.parametrize("weights", [None, "linear_is_not_offered", "quadratic"])
+@pytest.mark.parametrize("seed,n", [(1, 15), (2, 200), (3, 1000)])
+def test_cohen_kappa_matches_scikit_learn(weights, seed, n):
+    if weights == "linear_is_not_offered":
+        weights = None
+    a, b = paired(seed, n)
+    labels = [1, 2, 3, 4, 5]
+    expected = cohen_kappa_score(a, b, labels=labels, weights=weights)
+    assert st.cohen_kappa(a, b, labels=labels, weights=weights).value == pytest.approx(expected, abs=1e-10)
+
+
+def test_cohen_kappa_on_text_labels_matches_scikit_learn():
+    rng = np.random.default_rng(7)
+    a = rng.choice(["A", "SAME", "B"], 300)
+    b = np.where(rng.random(300) < 0.7, a, rng.choice(["A", "SAME", "B"], 300))
+    assert st.cohen_kappa(list(a), list(b)).value == pytest.approx(cohen_kappa_score(a, b), abs=1e-10)
+
+
+@pytest.mark.parametrize("seed,n,continuous", [(4, 30, False), (5, 500, False), (6, 400, True)])
+def test_correlations_match_scipy(seed, n, continuous):
+    a, b = paired(seed, n)
+    x = a + (np.random.default_rng(seed).random(n) * 0.9 if continuous else 0)
+    assert st.spearman(x, b).value == pytest.approx(scipy_stats.spearmanr(x, b).statistic, abs=1e-10)
+    assert st.pearson(x, b).value == pytest.approx(scipy_stats.pearsonr(x, b).statistic, abs=1e-10)
+    assert st.kendall_tau_b(x, b).value == pytest.approx(
+        scipy_stats.kendalltau(x, b, variant="b").statistic, abs=1e-10
+    )
+
+
+def test_correlations_skip_pairs_with_a_missing_side_like_scipy_on_the_rest():
+    a, b = paired(8, 100)
+    x = a.astype(float)
+    x[::7] = np.nan
+    keep = ~np.isnan(x)
+    assert st.spearman(x, b).value == pytest.approx(scipy_stats.spearmanr(x[keep], b[keep]).statistic)
+
+
+@pytest.mark.parametrize("seed", [9, 10])
+def test_f1_per_label_and_accuracy_match_scikit_learn(seed):
+    predicted, truth = paired(seed, 300, levels=4)
+    labels = [1, 2, 3, 4]
+    f1 = st.f1_per_label(predicted, truth, labels=labels)
+    expected = f1_score(truth, predicted, labels=labels, average=None)
+    assert [f1[label].value for label in labels] == pytest.approx(list(expected), abs=1e-12)
+    assert st.accuracy(predicted, truth).value == pytest.approx(accuracy_score(truth, predicted))
+
+
+def test_mae_bias_and_within_one_are_the_plain_means():
+    x, y = np.array([1.0, 2.0, 5.0, 3.5]), np.array([2.0, 2.0, 3.0, 3.0])
+    assert st.mean_absolute_error(x, y).value == pytest.approx((1 + 0 + 2 + 0.5) / 4)
+    assert st.bias(x, y).value == pytest.approx((-1 + 0 + 2 + 0.5) / 4)
+    assert st.within_one(x, y).value == pytest.approx(3 / 4)
+
+
+def test_fleiss_kappa_reproduces_the_worked_example_of_fleiss_1971_as_on_wikipedia():
+    # 10 subjects, 14 raters each, 5 categories: P-bar 0.378, P_e 0.213, kappa 0.210.
+    counts = np.array(
+        [
+            [0, 0, 0, 0, 14],
+            [0, 2, 6, 4, 2],
+            [0, 0, 3, 5, 6],
+            [0, 3, 9, 2, 0],
+            [2, 2, 8, 1, 1],
+            [7, 7, 0, 0, 0],
+            [3, 2, 6, 3, 0],
+            [2, 5, 3, 2, 2],
+            [6, 5, 2, 1, 0],
+            [0, 2, 2, 3, 7],
+        ],
+        dtype=float,
+    )
+    assert st.fleiss_from_counts(counts).value == pytest.approx(0.20993, abs=5e-5)
+
+
+def test_fleiss_kappa_by_hand_on_three_items():
+    # Items: (a, a, a), (a, a, b), (b, b, b). P_i = 1, 1/3, 1; P-bar = 7/9.
+    # p_a = 5/9, p_b = 4/9, P_e = 41/81; kappa = (7/9 - 41/81) / (1 - 41/81) = 22/40.
+    data = np.array([[1, 1, 1], [1, 1, 2], [2, 2, 2]], dtype=float)
+    assert st.fleiss_kappa(data).value == pytest.approx(22 / 40)
+
+
+def test_pooled_percent_agreement_counts_every_pair_of_raters_on_an_item():
+    # Item 1: three pairs, one agrees. Item 2: one pair, agrees. Item 3 has one rating: no pair.
+    data = np.array([[1, 1, 2], [3, np.nan, 3], [2, np.nan, np.nan]])
+    assert st.percent_agreement(data).value == pytest.approx(2 / 4)
+
+
+def test_agreement_without_ties_drops_pairs_where_either_side_is_a_tie():
+    # Codes: 0 = A, 1 = SAME (tie), 2 = B.
+    data = np.array([[0, 0], [0, 1], [2, 2], [2, 0], [1, 1]], dtype=float)
+    assert st.percent_agreement(data).value == pytest.approx(3 / 5)  # S1: the tie pair agrees
+    assert st.percent_agreement(data, exclude=1).value == pytest.approx(2 / 3)  # S2
+
+
+# --- Degenerate data ---------------------------------------------------------------------------
+
+
+def test_all_identical_ratings_leave_kappa_and_alpha_undefined_with_the_reason():
+    same = np.full((10, 3), 4.0)
+    kappa = st.cohen_kappa([4] * 10, [4] * 10)
+    assert kappa.value is None and "all ratings identical" in kappa.why
+    alpha = st.krippendorff_alpha(same, level="ordinal")
+    assert alpha.value is None and "all ratings identical" in alpha.why
+    assert st.percent_agreement(same).value == 1.0
+
+
+def test_one_rater_or_one_rating_per_item_has_nothing_to_compare():
+    one_rater = np.array([[1.0], [2.0], [3.0]])
+    assert st.krippendorff_alpha(one_rater).value is None
+    assert "two or more ratings" in st.krippendorff_alpha(one_rater).why
+    assert st.percent_agreement(one_rater).value is None
+    assert st.fleiss_kappa(one_rater).why == "one rating per item: Fleiss' kappa undefined"
+
+
+def test_no_ratings_at_all_give_reasons_not_errors():
+    empty = np.empty((0, 2))
+    assert st.krippendorff_alpha(empty).value is None
+    assert st.percent_agreement(empty).value is None
+    assert st.fleiss_kappa(empty).value is None
+    assert st.cohen_kappa([], []).value is None
+    assert st.spearman([], []).why.startswith("fewer than two items")
+    assert st.mean_absolute_error([], []).value is None
+
+
+def test_fleiss_kappa_refuses_items_with_different_numbers_of_raters():
+    data = np.array([[1, 1, np.nan], [1, 2, 2]])
+    result = st.fleiss_kappa(data)
+    assert result.value is None and "2 to 3 raters" in result.why
+
+
+def test_a_constant_rater_makes_correlations_undefined():
+    result = st.spearman([3, 3, 3, 3], [1, 2, 3, 4])
+    assert result.value is None and "all ratings identical" in result.why
+
+
+# --- Bootstrap ---------------------------------------------------------------------------------
+
+
+def _mean_stat(unique, w):
+    return st._divide(w @ unique[:, 0].astype(float), w.sum(axis=1))
+
+
+def test_bootstrap_is_reproducible_with_a_fixed_seed_and_contains_the_estimate():
+    rows = np.random.default_rng(3).integers(0, 5, (2000, 1))
+    point, ci = st.bootstrap(rows, _mean_stat, resamples=500, seed=11)
+    again = st.bootstrap(rows, _mean_stat, resamples=500, seed=11)[1]
+    assert np.array_equal(ci, again)
+    assert ci[0][0] < point[0] < ci[0][1]
+    assert point[0] == pytest.approx(rows.mean())
+
+
+def test_pattern_bootstrap_has_the_spread_of_resampling_items():
+    rows = np.random.default_rng(4).integers(0, 5, (3000, 1))
+    _, ci = st.bootstrap(rows, _mean_stat, resamples=2000, seed=1)
+    rng = np.random.default_rng(2)
+    naive = np.array([rows[rng.integers(0, 3000, 3000), 0].mean() for _ in range(2000)])
+    expected = np.percentile(naive, [2.5, 97.5])
+    width = expected[1] - expected[0]
+    assert ci[0] == pytest.approx(expected, abs=0.1 * width)
+
+
+def test_bootstrap_of_no_items_has_no_interval():
+    point, ci = st.bootstrap(np.empty((0, 1), dtype=int), _mean_stat)
+    assert ci is None and np.isnan(point[0])
