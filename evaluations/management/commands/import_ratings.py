@@ -1,0 +1,36 @@
+"""python manage.py import_ratings PATH --evaluation NAME [--project SLUG]"""
+
+from django.core.management.base import BaseCommand, CommandError
+
+from evaluations.ratings_import import RatingsImportError, import_ratings
+
+from ._lookup import find_evaluation
+
+
+class Command(BaseCommand):
+    help = (
+        "Import ratings (CSV or JSONL: item_id, rubric, rater, rater_kind, value[, explanation]) into an "
+        "evaluation. Every problem is reported with its line, and then nothing is imported."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("path", help="CSV, TSV or JSONL file.")
+        parser.add_argument("--evaluation", required=True, help="Evaluation name.")
+        parser.add_argument(
+            "--project", help="Project slug, when several projects use the evaluation's name."
+        )
+        parser.add_argument(
+            "--format", choices=["csv", "tsv", "jsonl"], help="Default: from the file's suffix."
+        )
+
+    def handle(self, *args, **options):
+        evaluation = find_evaluation(options["evaluation"], options["project"])
+        try:
+            result = import_ratings(
+                evaluation=evaluation, path=options["path"], file_format=options["format"]
+            )
+        except FileNotFoundError:
+            raise CommandError(f"No file at {options['path']}.") from None
+        except RatingsImportError as error:
+            raise CommandError(f"{options['path']}: {error.summary()}") from None
+        self.stdout.write(f"{evaluation.name}: {result.summary()}")

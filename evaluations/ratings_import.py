@@ -1,0 +1,504 @@
+"""Import existing ratings (an earlier human study, another judge) into an evaluation.
+
+The file is CSV (comma; tab for .tsv) or JSONL (one object a line; chosen by the .jsonl / .json
+suffix, or by a first character `{`), UTF-8 with or without BOM, with these columns:
+
+- required: item_id (the item's external id), rubric (NAME or NAME@VERSION; one of the
+  evaluation's rubric versions), rater (a name), rater_kind (human | model), value;
+- optional: explanation; rubric_version (the version number, as the long export writes it);
+  parse_failed (true/false, 1/0, yes/no: a judge reply that could not be parsed, value may be
+  empty then); side_shown (pairwise only: baseline | response).
+- created and updated (written by the long export) and any other column are read but not used;
+  the result lists them as ignored columns.
+
+Values are checked against the rubric's scale by `evaluations.values.canonical_value`.
+Unknown raters become named raters of the given kind; a known rater of the other kind is an error.
+The same (item, rubric, rater) twice in one file is an error.
+
+Every problem of the whole file is reported with its line and column (the first 1,000 in full),
+and then nothing is imported. Otherwise all rows are written in one transaction, in batches: new
+ratings are bulk-created; a rating that already exists with a different value, explanation,
+parse_failed or side_shown is updated and its earlier value kept as a RatingRevision; an identical
+one is left alone. Memory holds the item-id map and one packed integer per row (for duplicates),
+not the rows, so a million ratings import in a few hundred MB at most.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.db import transaction
+from django.utils import timezone
+
+from datasets.models import Item
+from rubrics.models import Rubric, RubricVersion
+
+from .models import Evaluation, Rater, Rating, RatingRevision
+from .values import canonical_value
+
+REQUIRED_COLUMNS = ("item_id", "rubric", "rater", "rater_kind", "value")
+OPTIONAL_COLUMNS = ("explanation", "rubric_version", "parse_failed", "side_shown")
+MAX_REPORTED = 1000
+BATCH_SIZE = 5000
+TRUE_WORDS = {"1", "true", "yes", "y", "t"}
+FALSE_WORDS = {"", "0", "false", "no", "n", "f"}
+
+
+@dataclass(frozen=True)
+class Problem:
+    line: int | None
+    column: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = [f"line {self.line}" if self.line else "", f"column {self.column}" if self.column else ""]
+        prefix = ", ".join(part for part in where if part)
+        return f"{prefix}: {self.message}" if prefix else self.message
+
+
+class RatingsImportError(Exception):
+    """The file was refused; `problems` holds the first MAX_REPORTED, `total` counts them all."""
+
+    def __init__(self, problems: list[Problem], total: int | None = None):
+        self.problems = problems
+        self.total = len(problems) if total is None else total
+        super().__init__(self.summary())
+
+    @property
+    def messages(self) -> list[str]:
+        lines = [str(problem) for problem in self.problems]
+        if self.total > len(self.problems):
+            lines.append(f"... and {self.total - len(self.problems)} more problems.")
+        return lines
+
+    def summary(self) -> str:
+        noun = "problem" if self.total == 1 else "problems"
+        return f"{self.total} {noun}; nothing was imported.\n" + "\n".join(self.messages)
+
+
+@dataclass
+class ImportResult:
+    rows: int = 0
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    raters_created: list[str] = field(default_factory=list)
+    ignored_columns: list[str] = field(default_factory=list)
+    file_format: str = "csv"
+
+    def summary(self) -> str:
+        text = (
+            f"{self.rows} ratings read: {self.created} new, {self.updated} updated (earlier values kept), "
+            f"{self.unchanged} unchanged."
+        )
+        if self.raters_created:
+            text += f" New raters: {', '.join(self.raters_created)}."
+        if self.ignored_columns:
+            text += f" Columns not used: {', '.join(self.ignored_columns)}."
+        return text
+
+
+@dataclass(frozen=True)
+class _Row:
+    line: int
+    item_id: int
+    version: RubricVersion
+    rater_name: str
+    rater_kind: str
+    value: str
+    explanation: str
+    parse_failed: bool
+    side_shown: str
+
+
+class _Fatal(Exception):
+    def __init__(self, problem: Problem):
+        self.problem = problem
+
+
+# --- Reading ---------------------------------------------------------------------------------
+
+
+def _decoded_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each physical line, refusing non-UTF-8 bytes with the line named."""
+    with path.open("rb") as handle:
+        head = handle.read(4)
+        if head[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
+            raise _Fatal(Problem(1, None, "the file is UTF-16; save it as UTF-8"))
+        handle.seek(0)
+        for number, raw in enumerate(handle, start=1):
+            if number == 1 and raw.startswith(codecs.BOM_UTF8):
+                raw = raw[len(codecs.BOM_UTF8) :]
+            if b"\x00" in raw:
+                raise _Fatal(
+                    Problem(number, None, "the file contains NUL bytes: it looks binary, not CSV or JSONL")
+                )
+            try:
+                yield number, raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise _Fatal(
+                    Problem(number, None, f"byte {error.start + 1} is not UTF-8; save the file as UTF-8")
+                ) from None
+
+
+def detect_format(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix in {".jsonl", ".json", ".ndjson"}:
+        return "jsonl"
+    if suffix in {".csv", ".tsv", ".txt"}:
+        return "tsv" if suffix == ".tsv" else "csv"
+    with path.open("rb") as handle:
+        start = handle.read(64).lstrip(codecs.BOM_UTF8).lstrip()
+    return "jsonl" if start.startswith(b"{") else "csv"
+
+
+Record = dict[str, str] | Problem
+
+
+def _csv_records(path: Path, delimiter: str) -> Iterator[tuple[int, Record]]:
+    current = {"line": 0}
+
+    def lines() -> Iterator[str]:
+        for number, text in _decoded_lines(path):
+            current["line"] = number
+            yield text
+
+    reader = csv.reader(lines(), delimiter=delimiter, strict=True)
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise _Fatal(Problem(None, None, "the file is empty")) from None
+    header = [name.strip() for name in header]
+    _check_header(header)
+    while True:
+        start = current["line"] + 1
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as error:
+            raise _Fatal(Problem(start, None, f"malformed CSV: {error}")) from None
+        if not any(cell.strip() for cell in cells):
+            continue
+        if len(cells) != len(header):
+            yield (
+                start,
+                Problem(start, None, f"{len(cells)} cells where the header has {len(header)} columns"),
+            )
+            continue
+        yield start, dict(zip(header, cells, strict=True))
+
+
+def _jsonl_records(path: Path) -> Iterator[tuple[int, Record]]:
+    header_checked = False
+    for number, text in _decoded_lines(path):
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as error:
+            yield number, Problem(number, None, f"malformed JSON: {error.msg} at column {error.colno}")
+            continue
+        if not isinstance(obj, dict):
+            yield number, Problem(number, None, f"expected a JSON object, found a {type(obj).__name__}")
+            continue
+        if not header_checked:
+            _check_header(list(obj))
+            header_checked = True
+        missing = [name for name in REQUIRED_COLUMNS if name not in obj]
+        if missing:
+            yield number, Problem(number, ", ".join(missing), "missing key(s) in this object")
+            continue
+        yield number, {key: _json_text(value) for key, value in obj.items()}
+    if not header_checked:
+        raise _Fatal(Problem(None, None, "the file is empty"))
+
+
+def _json_text(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return (
+        value
+        if isinstance(value, str)
+        else json.dumps(value)
+        if isinstance(value, dict | list)
+        else str(value)
+    )
+
+
+def _check_header(columns: list[str]) -> None:
+    missing = [name for name in REQUIRED_COLUMNS if name not in columns]
+    if missing:
+        raise _Fatal(
+            Problem(1, ", ".join(missing), f"missing column(s); the file needs {', '.join(REQUIRED_COLUMNS)}")
+        )
+
+
+def read_records(path: Path, file_format: str) -> Iterator[tuple[int, Record]]:
+    if file_format == "jsonl":
+        return _jsonl_records(path)
+    return _csv_records(path, "\t" if file_format == "tsv" else ",")
+
+
+# --- Resolving rows --------------------------------------------------------------------------
+
+
+class _Resolver:
+    """Turns one record into a _Row, or into the problems it has."""
+
+    def __init__(self, evaluation: Evaluation):
+        self.evaluation = evaluation
+        self.items = dict(
+            Item.objects.filter(dataset_id=evaluation.dataset_id).values_list("external_id", "pk").iterator()
+        )
+        self.versions = list(
+            evaluation.rubric_versions.select_related("rubric").order_by("rubric__name", "number")
+        )
+        self.by_name: dict[str, list[RubricVersion]] = {}
+        for version in self.versions:
+            self.by_name.setdefault(version.rubric.name.lower(), []).append(version)
+        self.known_raters = {
+            name: (pk, kind)
+            for name, pk, kind in Rater.objects.filter(project_id=evaluation.project_id).values_list(
+                "name", "pk", "kind"
+            )
+        }
+        self.new_raters: dict[str, str] = {}
+
+    def version_for(self, rubric: str, number_text: str) -> RubricVersion:
+        name, number = rubric.strip(), number_text.strip()
+        head, at, tail = name.rpartition("@")
+        if at and tail.strip().isdigit():
+            if number and number != tail.strip():
+                raise ValueError(f"'{name}' disagrees with rubric_version {number}")
+            name, number = head.strip(), tail.strip()
+        candidates = self.by_name.get(name.lower(), [])
+        listed = ", ".join(str(version) for version in self.versions)
+        if not candidates:
+            raise ValueError(f"rubric '{name}' is not in this evaluation (its rubrics: {listed})")
+        if number:
+            if not number.isdigit():
+                raise ValueError(f"rubric_version must be a whole number, not '{number}'")
+            matching = [version for version in candidates if version.number == int(number)]
+            if not matching:
+                raise ValueError(f"'{name}@{number}' is not in this evaluation (its rubrics: {listed})")
+            return matching[0]
+        if len(candidates) > 1:
+            raise ValueError(f"'{name}' is ambiguous here: write one of {', '.join(map(str, candidates))}")
+        return candidates[0]
+
+    def rater_kind(self, name: str, kind: str) -> str:
+        kind = kind.strip().lower()
+        if kind not in Rater.Kind.values:
+            raise ValueError(f"rater_kind must be human or model, not '{kind}'")
+        known = self.known_raters.get(name)
+        if known and known[1] != kind:
+            raise ValueError(f"rater '{name}' is a {known[1]} rater in this project, not {kind}")
+        earlier = self.new_raters.setdefault(name, kind) if not known else kind
+        if earlier != kind:
+            raise ValueError(f"rater '{name}' is {earlier} on an earlier line and {kind} here")
+        return kind
+
+    def resolve(self, line: int, record: dict[str, str]) -> tuple[_Row | None, list[Problem]]:
+        problems: list[Problem] = []
+
+        def attempt(column: str, function, *args, **kwargs):
+            try:
+                return function(*args, **kwargs)
+            except ValueError as error:
+                problems.append(Problem(line, column, str(error)))
+                return None
+
+        item_text = record["item_id"].strip()
+        item_id = self.items.get(item_text)
+        if item_id is None:
+            problems.append(
+                Problem(line, "item_id", f"no item '{item_text}' in dataset '{self.dataset_name}'")
+            )
+        version = attempt("rubric", self.version_for, record["rubric"], record.get("rubric_version") or "")
+        rater_name = record["rater"].strip()
+        if not rater_name:
+            problems.append(Problem(line, "rater", "the rater's name is empty"))
+        elif len(rater_name) > Rater._meta.get_field("name").max_length:
+            problems.append(Problem(line, "rater", "the rater's name is longer than 200 characters"))
+        kind = attempt("rater_kind", self.rater_kind, rater_name, record["rater_kind"])
+        parse_failed = attempt("parse_failed", _boolean, record.get("parse_failed") or "")
+        side_shown = attempt("side_shown", _side_shown, record.get("side_shown") or "", version)
+        value = ""
+        if version is not None and kind is not None and not (parse_failed and not record["value"].strip()):
+            value = attempt("value", canonical_value, version, record["value"], rater_kind=kind) or ""
+        if problems:
+            return None, problems
+        assert version is not None and item_id is not None and kind is not None
+        return _Row(
+            line,
+            item_id,
+            version,
+            rater_name,
+            kind,
+            value,
+            record.get("explanation") or "",
+            bool(parse_failed),
+            side_shown or "",
+        ), []
+
+    @property
+    def dataset_name(self) -> str:
+        return self.evaluation.dataset.name
+
+
+def _boolean(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in TRUE_WORDS:
+        return True
+    if lowered in FALSE_WORDS:
+        return False
+    raise ValueError(f"parse_failed must be true or false, not '{text}'")
+
+
+def _side_shown(text: str, version: RubricVersion | None) -> str:
+    side = text.strip().lower()
+    if side not in {"", "baseline", "response"}:
+        raise ValueError(f"side_shown must be baseline, response or empty, not '{text}'")
+    if side and version is not None and version.rubric.kind != Rubric.Kind.PAIRWISE:
+        raise ValueError(f"side_shown is only for pairwise rubrics; {version} is {version.rubric.kind}")
+    return side
+
+
+# --- The import ------------------------------------------------------------------------------
+
+
+def _validate(path: Path, file_format: str, resolver: _Resolver) -> tuple[int, list[str]]:
+    """Read the whole file once; raise RatingsImportError with every problem, else (rows, ignored columns)."""
+    problems: list[Problem] = []
+    total = 0
+    seen: set[int] = set()
+    rater_index: dict[str, int] = {}
+    version_index = {version.pk: n for n, version in enumerate(resolver.versions)}
+    rows = 0
+    columns: set[str] = set()
+    try:
+        for line, record in read_records(path, file_format):
+            rows += 1
+            if isinstance(record, Problem):
+                total += 1
+                problems.extend([record][: max(0, MAX_REPORTED - len(problems))])
+                continue
+            if not columns or file_format == "jsonl":
+                columns |= set(record)
+            row, found = resolver.resolve(line, record)
+            if row is not None:
+                rater = rater_index.setdefault(row.rater_name, len(rater_index))
+                key = (row.item_id * len(version_index) + version_index[row.version.pk]) * 1_000_003 + rater
+                if key in seen:
+                    found = [
+                        Problem(
+                            line,
+                            None,
+                            f"a second rating by '{row.rater_name}' for item "
+                            f"'{record['item_id'].strip()}' under {row.version} in this file",
+                        )
+                    ]
+                seen.add(key)
+            total += len(found)
+            problems.extend(found[: max(0, MAX_REPORTED - len(problems))])
+    except _Fatal as fatal:
+        problems.append(fatal.problem)
+        total += 1
+    if rows == 0 and not problems:
+        problems, total = [Problem(None, None, "the file has a header but no ratings")], 1
+    if problems:
+        raise RatingsImportError(problems, total)
+    ignored = sorted(columns - set(REQUIRED_COLUMNS) - set(OPTIONAL_COLUMNS))
+    return rows, ignored
+
+
+def import_ratings(*, evaluation: Evaluation, path, file_format: str | None = None) -> ImportResult:
+    """Import every rating in `path` into `evaluation`, or none (RatingsImportError lists why)."""
+    path = Path(path)
+    file_format = file_format or detect_format(path)
+    resolver = _Resolver(evaluation)
+    rows, ignored = _validate(path, file_format, resolver)
+    result = ImportResult(rows=rows, ignored_columns=ignored, file_format=file_format)
+    with transaction.atomic():
+        raters = {name: pk for name, (pk, _kind) in resolver.known_raters.items()}
+        for name, kind in resolver.new_raters.items():
+            raters[name] = Rater.objects.create(project_id=evaluation.project_id, name=name, kind=kind).pk
+            result.raters_created.append(name)
+        fresh = not evaluation.ratings.exists()
+        batch: list[_Row] = []
+        for line, record in read_records(path, file_format):
+            assert not isinstance(record, Problem), "validated files have no malformed records"
+            row, _problems = resolver.resolve(line, record)
+            assert row is not None, "validated rows resolve again"
+            batch.append(row)
+            if len(batch) >= BATCH_SIZE:
+                _write_batch(evaluation, batch, raters, result, fresh=fresh)
+                batch = []
+        _write_batch(evaluation, batch, raters, result, fresh=fresh)
+    return result
+
+
+def _write_batch(evaluation, batch: list[_Row], raters: dict[str, int], result: ImportResult, *, fresh: bool):
+    if not batch:
+        return
+    existing: dict[tuple[int, int, int], Rating] = {}
+    if not fresh:
+        found = Rating.objects.filter(
+            evaluation=evaluation,
+            item_id__in={row.item_id for row in batch},
+            rater_id__in={raters[row.rater_name] for row in batch},
+            rubric_version_id__in={row.version.pk for row in batch},
+        )
+        existing = {(r.item_id, r.rubric_version_id, r.rater_id): r for r in found}
+    now = timezone.now()
+    new, changed, revisions = [], [], []
+    for row in batch:
+        rater_id = raters[row.rater_name]
+        rating = existing.get((row.item_id, row.version.pk, rater_id))
+        if rating is None:
+            new.append(
+                Rating(
+                    evaluation=evaluation,
+                    item_id=row.item_id,
+                    rubric_version=row.version,
+                    rater_id=rater_id,
+                    value=row.value,
+                    explanation=row.explanation,
+                    parse_failed=row.parse_failed,
+                    side_shown=row.side_shown,
+                    details={"imported": True},
+                )
+            )
+            continue
+        current = (rating.value, rating.explanation, rating.parse_failed, rating.side_shown)
+        if current == (row.value, row.explanation, row.parse_failed, row.side_shown):
+            result.unchanged += 1
+            continue
+        revisions.append(
+            RatingRevision(
+                rating=rating,
+                value=rating.value,
+                explanation=rating.explanation,
+                side_shown=rating.side_shown,
+                seconds_spent=rating.seconds_spent,
+                created=rating.updated,
+            )
+        )
+        rating.value, rating.explanation = row.value, row.explanation
+        rating.parse_failed, rating.side_shown, rating.updated = row.parse_failed, row.side_shown, now
+        changed.append(rating)
+    Rating.objects.bulk_create(new, batch_size=BATCH_SIZE)
+    RatingRevision.objects.bulk_create(revisions, batch_size=BATCH_SIZE)
+    Rating.objects.bulk_update(
+        changed, ["value", "explanation", "parse_failed", "side_shown", "updated"], batch_size=1000
+    )
+    result.created += len(new)
+    result.updated += len(changed)
