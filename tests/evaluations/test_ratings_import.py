@@ -175,7 +175,8 @@ def test_jsonl_with_parse_failures_and_side_shown(evaluation, tmp_path):
 
 
 def test_jsonl_errors_name_their_lines(evaluation, tmp_path):
-    text = '{"item_id": "d-0", "rubric": "Quality", "rater": "a", "rater_kind": "human", "value": 2}\n[1, 2]\n{oops\n'
+    first = {"item_id": "d-0", "rubric": "Quality", "rater": "a", "rater_kind": "human", "value": 2}
+    text = json.dumps(first) + "\n[1, 2]\n{oops\n"
     with pytest.raises(RatingsImportError) as caught:
         import_ratings(evaluation=evaluation, path=write(tmp_path, text, name="r.jsonl"))
     assert caught.value.messages[0] == "line 2: expected a JSON object, found a list"
