@@ -20,7 +20,11 @@ class Rubric(models.Model):
     )
     # A project's own copy of a built-in rubric, made when the project edits the built-in.
     copied_from = models.ForeignKey(
-        "RubricVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="copies",
+        "RubricVersion",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="copies",
         help_text="The built-in version this project copy started from.",
     )
     created = models.DateTimeField(auto_now_add=True)
@@ -33,7 +37,8 @@ class Rubric(models.Model):
                 fields=["name"], condition=models.Q(project__isnull=True), name="builtin_rubric_name_unique"
             ),
             models.CheckConstraint(
-                condition=models.Q(kind__in=["likert", "categorical", "pairwise"]), name="rubric_kind_is_known"
+                condition=models.Q(kind__in=["likert", "categorical", "pairwise"]),
+                name="rubric_kind_is_known",
             ),
         ]
 
