@@ -1,0 +1,265 @@
+"""Annotators rate items here; researchers manage an evaluation's annotators from its page."""
+
+from django.contrib import messages
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import NoReverseMatch, reverse, reverse_lazy
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect, push_url
+from django_htmx.middleware import HtmxDetails
+
+from evaluations.models import Evaluation
+from projects.access import RESEARCHER, get_project_for
+
+from . import annotators, pages, services
+from .models import Assignment
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+RATE_TEMPLATE = "rating/rate_item.html"
+
+
+def _evaluation_for_annotator(request: HttpRequest, slug: str, pk: int) -> Evaluation:
+    """An evaluation the user rates in; others (even researchers of the project) get 404."""
+    project = get_project_for(request.user, slug)
+    return get_object_or_404(
+        Evaluation.objects.select_related("project"), project=project, pk=pk, annotators=request.user
+    )
+
+
+def _evaluation_for_researcher(request: HttpRequest, slug: str, pk: int) -> Evaluation:
+    project = get_project_for(request.user, slug, role=RESEARCHER)
+    return get_object_or_404(Evaluation.objects.select_related("project"), project=project, pk=pk)
+
+
+def _assignment(evaluation: Evaluation, item_id: int, user) -> Assignment:
+    return get_object_or_404(
+        Assignment.objects.select_related("item"), evaluation=evaluation, item_id=item_id, user=user
+    )
+
+
+def evaluation_page_url(evaluation: Evaluation) -> str:
+    try:
+        return reverse("evaluation_detail", args=[evaluation.project.slug, evaluation.pk])
+    except NoReverseMatch:  # the evaluation page belongs to another app; tolerate its absence
+        return reverse("project_detail", args=[evaluation.project.slug])
+
+
+# --- annotators ------------------------------------------------------------------------------
+
+
+@require_GET
+@login_required
+def annotator_home(request: HttpRequest) -> HttpResponse:
+    return render(
+        request, "rating/annotator_home.html", {"progress": services.annotator_progress(user=request.user)}
+    )
+
+
+@require_GET
+@login_required
+def rate_next(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    evaluation = _evaluation_for_annotator(request, slug, pk)
+    assignment = services.next_assignment(evaluation=evaluation, user=request.user)
+    if assignment is None:
+        messages.success(request, f"Nothing left for you to rate in “{evaluation.name}”. Thank you!")
+        return redirect("annotator_home")
+    return redirect("rate_item", slug=slug, pk=pk, item_id=assignment.item_id)
+
+
+@require_GET
+@login_required
+def rate_item(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -> HttpResponse:
+    evaluation = _evaluation_for_annotator(request, slug, pk)
+    assignment = _assignment(evaluation, item_id, request.user)
+    context = pages.rating_context(evaluation=evaluation, assignment=assignment)
+    return render(request, RATE_TEMPLATE + ("#panel" if request.htmx else ""), context)
+
+
+def _after_rating(request: HtmxHttpRequest, evaluation: Evaluation, notice: str) -> HttpResponse:
+    """The next item: swapped in place for htmx, a redirect otherwise."""
+    if not request.htmx:
+        messages.success(request, notice)
+        return redirect("rate_next", slug=evaluation.project.slug, pk=evaluation.pk)
+    assignment = services.next_assignment(evaluation=evaluation, user=request.user)
+    if assignment is None:
+        messages.success(request, f"{notice} Nothing left for you to rate in “{evaluation.name}”. Thank you!")
+        return HttpResponseClientRedirect(reverse("annotator_home"))
+    context = pages.rating_context(evaluation=evaluation, assignment=assignment, notice=notice)
+    response = render(request, RATE_TEMPLATE + "#panel", context)
+    return push_url(
+        response, reverse("rate_item", args=[evaluation.project.slug, evaluation.pk, assignment.item_id])
+    )
+
+
+def _refused(request: HtmxHttpRequest, context: dict, status: int) -> HttpResponse:
+    return render(request, RATE_TEMPLATE + ("#panel" if request.htmx else ""), context, status=status)
+
+
+@require_POST
+@login_required
+def rate_submit(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -> HttpResponse:
+    evaluation = _evaluation_for_annotator(request, slug, pk)
+    assignment = (
+        Assignment.objects.select_related("item")
+        .filter(evaluation=evaluation, item_id=item_id, user=request.user)
+        .first()
+    )
+    if assignment is None:
+        # Nothing to show the item with, so say so plainly (and keep nothing).
+        return render(
+            request,
+            "rating/refused.html",
+            {
+                "evaluation": evaluation,
+                "message": "This item is not reserved for you or assigned to you; "
+                "nothing was saved. Use “Next item” to get one.",
+            },
+            status=403,
+        )
+    versions = services.evaluation_versions(evaluation)
+    answers, errors = services.read_answers(versions=versions, data=request.POST)
+    typed = pages.typed_values(request.POST)
+    if errors:
+        context = pages.rating_context(
+            evaluation=evaluation, assignment=assignment, typed=typed, errors=errors, versions=versions
+        )
+        return _refused(request, context, status=400)
+    was_done = assignment.status == Assignment.Status.DONE
+    try:
+        result = services.submit_ratings(
+            evaluation=evaluation,
+            item_id=item_id,
+            user=request.user,
+            answers=answers,
+            seconds_spent=services.seconds_since(request.POST.get("shown_at")),
+        )
+    except services.RatingRefused as refusal:
+        errors = services.AnswerErrors(general=[refusal.message])
+        context = pages.rating_context(
+            evaluation=evaluation, assignment=assignment, typed=typed, errors=errors, versions=versions
+        )
+        return _refused(request, context, status=409)
+    if was_done:
+        notice = (
+            f"Revised {assignment.item.external_id}."
+            if result.revised
+            else f"{assignment.item.external_id} was already saved with these answers."
+        )
+        messages.success(request, notice)
+        history = reverse("rate_history", args=[slug, pk])
+        return HttpResponseClientRedirect(history) if request.htmx else redirect(history)
+    return _after_rating(request, evaluation, f"Saved {assignment.item.external_id}.")
+
+
+@require_POST
+@login_required
+def rate_set_aside(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -> HttpResponse:
+    """Skip an item, or flag it as a problem, with a reason."""
+    evaluation = _evaluation_for_annotator(request, slug, pk)
+    assignment = _assignment(evaluation, item_id, request.user)
+    flag = request.POST.get("action") == "flag"
+    try:
+        services.set_aside(
+            evaluation=evaluation,
+            item_id=item_id,
+            user=request.user,
+            reason=request.POST.get("reason", ""),
+            flag=flag,
+            seconds_spent=services.seconds_since(request.POST.get("shown_at")),
+        )
+    except services.RatingRefused as refusal:
+        context = pages.rating_context(
+            evaluation=evaluation,
+            assignment=assignment,
+            typed=pages.typed_values(request.POST),
+            errors=services.AnswerErrors(
+                fields={"reason": refusal.message} if refusal.field else {},
+                general=[] if refusal.field else [refusal.message],
+            ),
+        )
+        return _refused(request, context, status=400)
+    what = "Flagged" if flag else "Skipped"
+    return _after_rating(request, evaluation, f"{what} {assignment.item.external_id}.")
+
+
+@require_GET
+@login_required
+def rate_history(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    evaluation = _evaluation_for_annotator(request, slug, pk)
+    context = pages.history_context(evaluation=evaluation, user=request.user, page=request.GET.get("page"))
+    return render(request, "rating/history.html", context)
+
+
+# --- researchers: the Annotators section of the evaluation page ------------------------------
+
+
+def _section_response(request: HtmxHttpRequest, evaluation: Evaluation, **extra) -> HttpResponse:
+    if request.htmx:
+        context = annotators.section_context(evaluation=evaluation, request=request, **extra)
+        return render(request, "rating/_evaluation_annotators.html", context)
+    return redirect(evaluation_page_url(evaluation) + "#evaluation_annotators")
+
+
+def _report(request: HttpRequest, outcome: annotators.Outcome) -> None:
+    (messages.success if outcome.ok else messages.error)(request, outcome.message)
+
+
+@require_POST
+@login_required
+def annotators_add(request: HtmxHttpRequest, slug: str, pk: int) -> HttpResponse:
+    evaluation = _evaluation_for_researcher(request, slug, pk)
+    outcome = annotators.add_existing(evaluation=evaluation, usernames=request.POST.get("usernames", ""))
+    if not request.htmx:
+        _report(request, outcome)
+    return _section_response(request, evaluation, outcome=outcome)
+
+
+@require_POST
+@login_required
+def annotator_create(request: HtmxHttpRequest, slug: str, pk: int) -> HttpResponse:
+    evaluation = _evaluation_for_researcher(request, slug, pk)
+    outcome = annotators.create_account(
+        evaluation=evaluation,
+        username=request.POST.get("username", ""),
+        email=request.POST.get("email", ""),
+        link_base=request.build_absolute_uri("/"),
+    )
+    if not request.htmx:
+        _report(request, outcome)
+    return _section_response(request, evaluation, outcome=outcome)
+
+
+@require_POST
+@login_required
+def annotator_remove(request: HtmxHttpRequest, slug: str, pk: int, user_id: int) -> HttpResponse:
+    evaluation = _evaluation_for_researcher(request, slug, pk)
+    outcome = annotators.remove(evaluation=evaluation, user_id=user_id)
+    if not request.htmx:
+        _report(request, outcome)
+    return _section_response(request, evaluation, outcome=outcome)
+
+
+@require_POST
+@login_required
+def assignment_settings(request: HtmxHttpRequest, slug: str, pk: int) -> HttpResponse:
+    evaluation = _evaluation_for_researcher(request, slug, pk)
+    outcome = annotators.change_settings(evaluation=evaluation, data=request.POST)
+    if not request.htmx:
+        _report(request, outcome)
+    evaluation.refresh_from_db()
+    return _section_response(request, evaluation, outcome=outcome)
+
+
+# A new annotator chooses a password through Django's own one-time token machinery.
+set_password = auth_views.PasswordResetConfirmView.as_view(
+    template_name="rating/set_password.html", success_url=reverse_lazy("set_password_done")
+)
+set_password_done = auth_views.PasswordResetCompleteView.as_view(
+    template_name="rating/set_password_done.html"
+)

@@ -1,0 +1,237 @@
+"""The annotator's pages through HTTP: home, next item, the rating form, submit, skip, history, revisions."""
+
+import time
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from evaluations.models import Rating, RatingRevision
+from rating import services
+from rating.models import Assignment
+from tests.rating.conftest import add_annotators
+
+pytestmark = pytest.mark.django_db
+
+
+def url(name, evaluation, *args):
+    return reverse(name, args=[evaluation.project.slug, evaluation.pk, *args])
+
+
+def reserve(client, evaluation):
+    response = client.get(url("rate_next", evaluation))
+    assert response.status_code == 302
+    return Assignment.objects.get(evaluation=evaluation, status="reserved", user__username="anna")
+
+
+def answers(likert, pairwise, *, value="4", choice="A", explanation="A is kinder."):
+    return {
+        f"rubric-{likert.pk}": value,
+        f"rubric-{pairwise.pk}": choice,
+        f"explanation-{pairwise.pk}": explanation,
+        "shown_at": f"{time.time() - 12:.1f}",
+    }
+
+
+def test_home_shows_each_evaluation_with_progress(annotator_client, evaluation):
+    response = annotator_client.get(reverse("annotator_home"))
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert evaluation.name in page
+    assert "0 done · your share 4 · 4 items in all" in page
+    assert url("rate_next", evaluation) in page
+
+
+def test_next_item_shows_dialog_scale_and_keys(annotator_client, evaluation, likert, pairwise):
+    assignment = reserve(annotator_client, evaluation)
+    response = annotator_client.get(url("rate_item", evaluation, assignment.item_id))
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "Hello number 0, how are you?" in page
+    assert 'class="turn bot target"' in page
+    for option in likert.scale:
+        assert option["label"] in page and option["description"] in page
+    assert "<kbd>1</kbd>" in page and "<kbd>a</kbd>" in page and "<kbd>s</kbd>" in page
+    assert page.count('type="radio"') == 8
+    assert "(required)" in page  # the pairwise explanation
+
+
+def test_submit_saves_every_rubric_then_moves_on(annotator_client, evaluation, likert, pairwise, annotator):
+    assignment = reserve(annotator_client, evaluation)
+    response = annotator_client.post(
+        url("rate_submit", evaluation, assignment.item_id), answers(likert, pairwise)
+    )
+    assert response.status_code == 302 and response.url == url("rate_next", evaluation)
+    ratings = {r.rubric_version_id: r for r in Rating.objects.filter(rater__user=annotator)}
+    assert ratings[likert.pk].value == "4" and ratings[likert.pk].side_shown == ""
+    assert 11 <= ratings[likert.pk].seconds_spent <= 30
+    assert ratings[pairwise.pk].side_shown == assignment.left_side
+    assignment.refresh_from_db()
+    assert assignment.status == "done" and assignment.finished is not None
+
+
+def test_htmx_submit_returns_the_next_item_in_place(annotator_client, evaluation, likert, pairwise):
+    assignment = reserve(annotator_client, evaluation)
+    response = annotator_client.post(
+        url("rate_submit", evaluation, assignment.item_id),
+        answers(likert, pairwise),
+        headers={"HX-Request": "true"},
+    )
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "<html" not in page and 'id="rating-panel"' in page
+    assert "Hello number 1" in page and "Saved d-0." in page
+    following = Assignment.objects.get(evaluation=evaluation, status="reserved")
+    assert response["HX-Push-Url"] == url("rate_item", evaluation, following.item_id)
+
+
+def test_pairwise_choice_is_stored_canonically_whatever_side_was_shown(
+    annotator_client, evaluation, likert, pairwise, annotator
+):
+    assignment = reserve(annotator_client, evaluation)
+    page = annotator_client.get(url("rate_item", evaluation, assignment.item_id)).content.decode()
+    # The radio under the left-hand "A" carries the canonical value of whatever is on the left.
+    left_value = "A" if assignment.left_side == "baseline" else "B"
+    assert f'value="{left_value}" data-key="a"' in page
+    annotator_client.post(
+        url("rate_submit", evaluation, assignment.item_id), answers(likert, pairwise, choice=left_value)
+    )
+    rating = Rating.objects.get(rater__user=annotator, rubric_version=pairwise)
+    assert (rating.value, rating.side_shown) == (left_value, assignment.left_side)
+
+
+def test_double_submit_and_replay_never_duplicate(annotator_client, evaluation, likert, pairwise, annotator):
+    assignment = reserve(annotator_client, evaluation)
+    data = answers(likert, pairwise)
+    for _ in range(3):
+        annotator_client.post(url("rate_submit", evaluation, assignment.item_id), data)
+    assert Rating.objects.filter(rater__user=annotator).count() == 2
+    assert RatingRevision.objects.count() == 0
+
+
+def test_two_tabs_submitting_different_answers_keep_one_rating_and_a_revision(
+    evaluation, likert, pairwise, annotator
+):
+    first_tab, second_tab = Client(), Client()
+    first_tab.force_login(annotator)
+    second_tab.force_login(annotator)
+    assignment = reserve(first_tab, evaluation)
+    first_tab.post(url("rate_submit", evaluation, assignment.item_id), answers(likert, pairwise, value="2"))
+    second_tab.post(url("rate_submit", evaluation, assignment.item_id), answers(likert, pairwise, value="5"))
+    rating = Rating.objects.get(rater__user=annotator, rubric_version=likert)
+    assert rating.value == "5"
+    assert list(rating.revisions.values_list("value", flat=True)) == ["2"]
+
+
+def test_revising_from_history_keeps_every_earlier_value(
+    annotator_client, evaluation, likert, pairwise, annotator
+):
+    assignment = reserve(annotator_client, evaluation)
+    annotator_client.post(
+        url("rate_submit", evaluation, assignment.item_id), answers(likert, pairwise, value="2")
+    )
+    history = annotator_client.get(url("rate_history", evaluation)).content.decode()
+    assert "d-0" in history and url("rate_item", evaluation, assignment.item_id) in history
+    form = annotator_client.get(url("rate_item", evaluation, assignment.item_id)).content.decode()
+    assert 'value="2" data-key="2" checked' in form and "Save revision" in form
+    for value in ("3", "5"):
+        response = annotator_client.post(
+            url("rate_submit", evaluation, assignment.item_id), answers(likert, pairwise, value=value)
+        )
+        assert response.status_code == 302 and response.url == url("rate_history", evaluation)
+    rating = Rating.objects.get(rater__user=annotator, rubric_version=likert)
+    assert rating.value == "5"
+    assert list(rating.revisions.values_list("value", flat=True)) == ["2", "3"]
+
+
+def test_skip_needs_a_reason_and_flag_records_it(annotator_client, evaluation):
+    assignment = reserve(annotator_client, evaluation)
+    refused = annotator_client.post(url("rate_set_aside", evaluation, assignment.item_id), {"action": "skip"})
+    assert refused.status_code == 400 and "Say why you are skipping" in refused.content.decode()
+    response = annotator_client.post(
+        url("rate_set_aside", evaluation, assignment.item_id),
+        {"action": "flag", "reason": "dialog is cut off"},
+    )
+    assert response.status_code == 302
+    assignment.refresh_from_db()
+    assert (assignment.status, assignment.reason) == ("flagged", "dialog is cut off")
+
+
+def test_forged_value_is_refused_nothing_stored_and_typed_text_kept(
+    annotator_client, evaluation, likert, pairwise
+):
+    assignment = reserve(annotator_client, evaluation)
+    data = answers(likert, pairwise, value="9", explanation="my careful reasoning")
+    response = annotator_client.post(url("rate_submit", evaluation, assignment.item_id), data)
+    page = response.content.decode()
+    assert response.status_code == 400
+    assert "“9” is not on the scale of “Repetition” (allowed: 1, 2, 3, 4, 5)." in page
+    assert "my careful reasoning" in page and f'value="{data[f"rubric-{pairwise.pk}"]}"' in page
+    assert not Rating.objects.exists()
+
+
+def test_rubric_not_in_the_evaluation_is_refused(annotator_client, evaluation, likert, pairwise, project):
+    from tests import factories
+
+    stranger = factories.make_rubric(project=project, name="Not in this evaluation")
+    assignment = reserve(annotator_client, evaluation)
+    data = answers(likert, pairwise) | {f"rubric-{stranger.pk}": "3"}
+    response = annotator_client.post(url("rate_submit", evaluation, assignment.item_id), data)
+    assert response.status_code == 400
+    assert f"names rubric version &#x27;{stranger.pk}&#x27;, which is not part of this evaluation" in (
+        response.content.decode()
+    )
+    assert not Rating.objects.exists()
+
+
+def test_rating_an_item_not_reserved_for_you_is_refused(
+    annotator_client, evaluation, likert, pairwise, dataset
+):
+    reserve(annotator_client, evaluation)
+    other_item = dataset.items.get(position=3)
+    response = annotator_client.post(url("rate_submit", evaluation, other_item.pk), answers(likert, pairwise))
+    assert response.status_code == 403
+    assert "not reserved for you" in response.content.decode()
+    assert not Rating.objects.exists()
+
+
+def test_missing_csrf_token_is_refused(evaluation, likert, pairwise, annotator):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(annotator)
+    assignment = reserve(client, evaluation)
+    response = client.post(url("rate_submit", evaluation, assignment.item_id), answers(likert, pairwise))
+    assert response.status_code == 403
+    assert "CSRF" in response.content.decode()
+    assert not Rating.objects.exists()
+
+
+def test_late_submit_after_others_filled_the_item_says_so_and_keeps_answers(
+    annotator_client, evaluation, likert, pairwise
+):
+    evaluation.overlap = 1
+    evaluation.save()
+    assignment = reserve(annotator_client, evaluation)
+    (other,) = add_annotators(evaluation, 1)
+    later = timezone.now() + timedelta(minutes=evaluation.reservation_minutes + 5)
+    taken = services.next_assignment(evaluation=evaluation, user=other, now=later)
+    assert taken.item_id == assignment.item_id
+    response = annotator_client.post(
+        url("rate_submit", evaluation, assignment.item_id),
+        answers(likert, pairwise, explanation="kept words"),
+    )
+    page = response.content.decode()
+    assert response.status_code == 409
+    assert "rated by enough people" in page and "kept words" in page
+    assert not Rating.objects.exists()
+
+
+def test_a_user_outside_the_evaluation_gets_404(researcher_client, evaluation):
+    assert researcher_client.get(url("rate_next", evaluation)).status_code == 404
+
+
+def test_rating_page_query_count_is_constant(annotator_client, evaluation, django_assert_max_num_queries):
+    assignment = reserve(annotator_client, evaluation)
+    with django_assert_max_num_queries(14):
+        annotator_client.get(url("rate_item", evaluation, assignment.item_id))
