@@ -1,3 +1,22 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
 
-urlpatterns: list = []
+from . import views
+
+urlpatterns = [
+    path("p/<slug:slug>/evaluations/<int:pk>/report/", views.agreement_report, name="agreement_report"),
+    path(
+        "p/<slug:slug>/evaluations/<int:pk>/report.json",
+        views.agreement_report_json,
+        name="agreement_report_json",
+    ),
+    path(
+        "p/<slug:slug>/evaluations/<int:pk>/report.csv",
+        views.agreement_report_csv,
+        name="agreement_report_csv",
+    ),
+    path(
+        "p/<slug:slug>/evaluations/<int:pk>/report/items/<int:item_pk>/",
+        views.agreement_item,
+        name="agreement_item",
+    ),
+]

@@ -2,9 +2,31 @@
 
 from django import template
 
+from agreement.services import fresh_cached_report
+
 register = template.Library()
 
 
 @register.inclusion_tag("agreement/_evaluation_agreement_summary.html", takes_context=True)
 def evaluation_agreement_summary(context, evaluation):
-    return {"evaluation": evaluation, "project": evaluation.project, "request": context.get("request")}
+    """A link to the report and, when a current report is cached, its headline figures (never computes)."""
+    report = fresh_cached_report(evaluation)
+    headlines = []
+    for block in (report or {}).get("rubrics", []):
+        headlines.append(
+            {
+                "rubric": block["rubric"],
+                "version": block["version"],
+                "alpha": block["human_human"].get("krippendorff_alpha"),
+                "verdicts": [
+                    (r["rater"], r["verdict"].get("label"), r["verdict"].get("text")) for r in block["raters"]
+                ],
+            }
+        )
+    return {
+        "evaluation": evaluation,
+        "project": evaluation.project,
+        "request": context.get("request"),
+        "cached": report is not None,
+        "headlines": headlines,
+    }

@@ -1,0 +1,209 @@
+"""Turn a report (agreement.report's JSON) into rows for the page and the CSV download."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+LABELS = {
+    "krippendorff_alpha": "Krippendorff's alpha",
+    "percent_agreement": "Percent agreement",
+    "cohen_kappa": "Cohen's kappa",
+    "fleiss_kappa": "Fleiss' kappa",
+    "agreement_with_ties": "Agreement with ties (S1)",
+    "agreement_without_ties": "Agreement without ties (S2)",
+    "spearman": "Spearman's rho",
+    "kendall_tau_b": "Kendall's tau-b",
+    "pearson": "Pearson's r",
+    "within_one": "Within one",
+    "mae": "Mean absolute error",
+    "bias": "Bias (model - people)",
+    "accuracy": "Accuracy",
+}
+SKIP = {"why", "ci", "items", "raters", "pairs", "items_without_majority"}
+CSV_COLUMNS = [
+    "rubric",
+    "version",
+    "kind",
+    "block",
+    "rater",
+    "other",
+    "items",
+    "metric",
+    "value",
+    "ci_low",
+    "ci_high",
+    "why",
+]
+
+
+def metric_label(metric: str) -> str:
+    if metric.startswith("f1_"):
+        return f"F1 of {metric[3:]}"
+    return LABELS.get(metric, metric.replace("_", " "))
+
+
+def fmt(value) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def metric_rows(figures: dict, ci: dict | None = None) -> list[dict]:
+    """[{metric, label, value, ci, why}] for every metric in a block, in the block's order."""
+    ci = ci or figures.get("ci") or {}
+    why = figures.get("why") or {}
+    rows = []
+    for metric, value in figures.items():
+        if metric in SKIP or isinstance(value, dict | list):
+            continue
+        interval = ci.get(metric)
+        rows.append(
+            {
+                "metric": metric,
+                "label": metric_label(metric),
+                "value": fmt(value),
+                "ci": f"{interval[0]:.3f} – {interval[1]:.3f}" if interval else "",
+                "why": why.get(metric, ""),
+            }
+        )
+    return rows
+
+
+def comparison_rows(rater: dict) -> list[dict]:
+    """One row per metric: the model against the people's majority/mean and against each person."""
+    major = {row["metric"]: row for row in metric_rows(rater["vs_majority"], rater.get("ci"))}
+    each = {row["metric"]: row for row in metric_rows(rater["vs_each_human"], rater.get("ci_vs_each_human"))}
+    rows = []
+    for metric in [*major, *(m for m in each if m not in major)]:
+        a, b = major.get(metric), each.get(metric)
+        rows.append(
+            {
+                "label": metric_label(metric),
+                "majority": a["value"] if a else "–",
+                "majority_ci": a["ci"] if a else "",
+                "each": b["value"] if b else "–",
+                "each_ci": b["ci"] if b else "",
+                "why": "; ".join(sorted({x["why"] for x in (a, b) if x and x["why"]})),
+            }
+        )
+    return rows
+
+
+def heat_map(confusion: dict) -> dict:
+    """Confusion counts with a 0-1 shade per cell (share of its row), for the CSS heat map."""
+    rows = []
+    for label, counts in zip(confusion["labels"], confusion["matrix"], strict=True):
+        total = sum(counts)
+        cells = [
+            {"count": count, "shade": round(count / total, 3) if total else 0, "diagonal": n == len(rows)}
+            for n, count in enumerate(counts)
+        ]
+        rows.append({"label": label, "cells": cells, "total": total})
+    return {"labels": confusion["labels"], "rows": rows}
+
+
+def distribution_bars(block: dict) -> list[dict]:
+    """Per label, the share of each rater group's ratings that fell on it (people first, then models)."""
+    series = list(block["distribution"].items())
+    totals = {name: sum(counts) for name, counts in series}
+    bars = []
+    for n, label in enumerate(block["labels"]):
+        entries = []
+        for index, (name, counts) in enumerate(series):
+            share = counts[n] / totals[name] if totals[name] else 0.0
+            entries.append(
+                {
+                    "name": "people" if name == "human" else name,
+                    "series": 0 if name == "human" else 1 + (index - 1) % 4,
+                    "count": counts[n],
+                    "percent": round(100 * share, 1),
+                }
+            )
+        bars.append({"label": label, "entries": entries})
+    return bars
+
+
+def present_rubric(block: dict) -> dict:
+    hh = block["human_human"]
+    raters = []
+    for rater in block["raters"]:
+        raters.append(
+            {
+                **rater,
+                "rows": comparison_rows(rater),
+                "heat": heat_map(rater["confusion"]),
+            }
+        )
+    return {
+        **block,
+        "human_rows": metric_rows(hh),
+        "pairs": hh.get("pairs", []),
+        "model_raters": raters,
+        "bars": distribution_bars(block),
+    }
+
+
+def report_csv(report: dict) -> str:
+    """The report flattened to one row per figure; text cells that a spreadsheet would run are quoted."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(CSV_COLUMNS)
+    for block in report["rubrics"]:
+        head = [block["rubric"], block["version"], block["kind"]]
+        hh = block["human_human"]
+        _write_block(writer, head, "human_human", "", "", hh)
+        for pair in hh.get("pairs", []):
+            _write_block(writer, head, "pair", pair["a"], pair["b"], pair)
+        for rater in block["raters"]:
+            _write_block(
+                writer, head, "vs_majority", rater["rater"], "", rater["vs_majority"], rater.get("ci")
+            )
+            each_ci = rater.get("ci_vs_each_human")
+            _write_block(writer, head, "vs_each_human", rater["rater"], "", rater["vs_each_human"], each_ci)
+            writer.writerow(
+                [
+                    *map(safe_cell, head),
+                    "counts",
+                    safe_cell(rater["rater"]),
+                    "",
+                    rater["items"],
+                    "parse_failures",
+                    rater["parse_failures"],
+                    "",
+                    "",
+                    "",
+                ]
+            )
+    return out.getvalue()
+
+
+def _write_block(
+    writer, head: list, name: str, rater: str, other: str, figures: dict, ci: dict | None = None
+):
+    for row in metric_rows(figures, ci):
+        interval = (ci or figures.get("ci") or {}).get(row["metric"]) or ["", ""]
+        value = figures[row["metric"]]
+        writer.writerow(
+            [
+                *map(safe_cell, head),
+                name,
+                safe_cell(rater),
+                safe_cell(other),
+                figures.get("items", ""),
+                row["metric"],
+                "" if value is None else value,
+                interval[0],
+                interval[1],
+                row["why"],
+            ]
+        )
+
+
+def safe_cell(value):
+    """Text starting with = + - @ would run as a formula in a spreadsheet: prefix it with a quote."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
