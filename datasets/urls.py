@@ -1,3 +1,15 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
 
-urlpatterns: list = []
+from . import views
+
+urlpatterns = [
+    path("p/<slug:slug>/datasets/upload/", views.dataset_upload, name="dataset_upload"),
+    path("p/<slug:slug>/datasets/uploads/<int:job_id>/", views.dataset_upload_job, name="dataset_upload_job"),
+    path(
+        "p/<slug:slug>/datasets/uploads/<int:job_id>/mapping/",
+        views.dataset_upload_mapping,
+        name="dataset_upload_mapping",
+    ),
+    path("p/<slug:slug>/datasets/<int:pk>/", views.dataset_detail, name="dataset_detail"),
+    path("p/<slug:slug>/datasets/<int:pk>/items/<int:item_pk>/", views.item_detail, name="item_detail"),
+]

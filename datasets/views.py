@@ -1,0 +1,218 @@
+from __future__ import annotations
+
+import json
+
+from django.contrib.auth.decorators import login_required
+from django.db import connection
+from django.db.models import Q, QuerySet
+from django.db.models.fields.json import KT
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from projects.access import RESEARCHER, get_project_for
+
+from .forms import ColumnMappingForm, DatasetUploadForm
+from .jobs import create_upload_job, set_mapping, start_upload_job
+from .models import Dataset, Item, UploadJob
+from .uploads import SizeLimitHandler, store_upload, upload_limit
+
+PAGE_SIZES = [25, 50, 100, 200]
+COUNT_CAP = 10_000  # filtered counts stop here: "10,000+" is enough to know and cheap to get
+OPTION_FIELDS = ["append", "repair_text", "keep_mojibake", "convert_encoding"]
+
+
+def _template(request: HttpRequest, page: str, partial: str) -> str:
+    return f"{page}#{partial}" if getattr(request, "htmx", False) else page
+
+
+# ---------------------------------------------------------------- upload
+
+
+@csrf_exempt  # checked by csrf_protect below, after the size-limiting upload handler is installed
+@require_http_methods(["GET", "POST"])
+@login_required
+def dataset_upload(request: HttpRequest, slug: str) -> HttpResponse:
+    project = get_project_for(request.user, slug, role=RESEARCHER)
+    handler = SizeLimitHandler(request, limit=upload_limit())
+    if request.method == "POST":
+        request.upload_handlers.insert(0, handler)
+    return _dataset_upload(request, project, handler)
+
+
+@csrf_protect
+def _dataset_upload(request: HttpRequest, project, handler: SizeLimitHandler) -> HttpResponse:
+    if request.method != "POST":
+        form = DatasetUploadForm(initial={"name": request.GET.get("name", "")})
+        return _render_upload(request, project, form)
+    form = DatasetUploadForm(request.POST, request.FILES)
+    if handler.refused:
+        form.is_valid()
+        form.errors.pop("file", None)
+        form.add_error(
+            "file",
+            f"The file is larger than the upload limit of {upload_limit():,} bytes; it was refused "
+            "before being stored. Import it with `manage.py import_dataset` or split it.",
+        )
+        return _render_upload(request, project, form, status=413)
+    if not form.is_valid():
+        return _render_upload(request, project, form, status=400)
+    data = form.cleaned_data
+    path = store_upload(data["file"])
+    job = create_upload_job(
+        project=project,
+        user=request.user,
+        name=data["name"],
+        path=path,
+        filename=data["file"].name,
+        format=data["format"],
+        options={key: bool(data[key]) for key in OPTION_FIELDS},
+    )
+    start_upload_job(job)
+    return redirect("dataset_upload_job", project.slug, job.pk)
+
+
+def _render_upload(request, project, form, status: int = 200) -> HttpResponse:
+    recent = UploadJob.objects.filter(project=project).select_related("dataset")[:5]
+    context = {"project": project, "form": form, "limit": upload_limit(), "recent": recent}
+    return render(request, "datasets/dataset_upload.html", context, status=status)
+
+
+@require_GET
+@login_required
+def dataset_upload_job(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
+    project = get_project_for(request.user, slug, role=RESEARCHER)
+    job = get_object_or_404(UploadJob.objects.select_related("dataset"), pk=job_id, project=project)
+    context = {"project": project, "job": job, "mapping_form": _mapping_form(job)}
+    return render(request, _template(request, "datasets/upload_job.html", "status"), context)
+
+
+@require_POST
+@login_required
+def dataset_upload_mapping(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
+    project = get_project_for(request.user, slug, role=RESEARCHER)
+    job = get_object_or_404(UploadJob, pk=job_id, project=project)
+    form = _mapping_form(job, request.POST)
+    if form is None:
+        return redirect("dataset_upload_job", project.slug, job.pk)
+    if not form.is_valid():
+        context = {"project": project, "job": job, "mapping_form": form}
+        return render(request, "datasets/upload_job.html", context, status=400)
+    set_mapping(job, form.mapping())
+    start_upload_job(job)
+    return redirect("dataset_upload_job", project.slug, job.pk)
+
+
+def _mapping_form(job: UploadJob, data=None) -> ColumnMappingForm | None:
+    if job.status != UploadJob.Status.MAPPING:
+        return None
+    header = job.report.get("header", [])
+    return ColumnMappingForm(data, header=header, initial_mapping=job.report.get("mapping", {}))
+
+
+# ---------------------------------------------------------------- browsing
+
+
+@require_GET
+@login_required
+def dataset_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    project = get_project_for(request.user, slug, role=RESEARCHER)
+    dataset = get_object_or_404(Dataset, pk=pk, project=project)
+    query = request.GET.get("q", "").strip()
+    meta = request.GET.get("meta", "").strip()
+    size = _int(request.GET.get("size"), 50)
+    size = size if size in PAGE_SIZES else 50
+    items, problem = _filtered_items(dataset, query=query, meta=meta)
+    filtered = bool(query or meta)
+    total = _count(dataset, items, filtered=filtered)
+    page = max(1, _int(request.GET.get("page"), 1))
+    pages = max(1, -(-min(total, COUNT_CAP if filtered else total) // size))
+    page = min(page, pages)
+    rows = list(items.defer("search_text")[(page - 1) * size : page * size])
+    context = {
+        "project": project,
+        "dataset": dataset,
+        "items": rows,
+        "query": query,
+        "meta": meta,
+        "size": size,
+        "sizes": PAGE_SIZES,
+        "page": page,
+        "pages": pages,
+        "total": total,
+        "capped": filtered and total > COUNT_CAP,
+        "filtered": filtered,
+        "problem": problem,
+        "first": (page - 1) * size + 1 if rows else 0,
+        "last": (page - 1) * size + len(rows),
+    }
+    return render(request, _template(request, "datasets/dataset_detail.html", "items"), context)
+
+
+def _int(raw, default: int) -> int:
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        return default
+
+
+def _filtered_items(dataset: Dataset, *, query: str, meta: str) -> tuple[QuerySet[Item], str]:
+    items = Item.objects.filter(dataset=dataset).order_by("position")
+    problem = ""
+    if query:
+        # search_text is lower-cased and trigram-indexed on PostgreSQL, so LIKE '%q%' uses the index.
+        items = items.filter(Q(search_text__contains=query.lower()) | Q(external_id=query))
+    if meta:
+        key, sep, value = meta.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key:
+            problem = "Filter metadata as key=value, for example topic=Concert."
+        elif connection.vendor == "postgresql":
+            # jsonb containment uses the GIN index; 'turns=6' also matches the number 6.
+            condition = Q(metadata__contains={key: value})
+            parsed = _json_scalar(value)
+            if parsed is not None:
+                condition |= Q(metadata__contains={key: parsed})
+            items = items.filter(condition)
+        else:
+            items = items.annotate(_meta_value=KT(f"metadata__{key}")).filter(_meta_value=value)
+    return items, problem
+
+
+def _json_scalar(value: str) -> int | float | bool | None:
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, int | float | bool) else None
+
+
+def _count(dataset: Dataset, items: QuerySet[Item], *, filtered: bool) -> int:
+    if not filtered:
+        # The importer keeps item_count; rows made some other way (admin, fixtures) fall back to COUNT.
+        return dataset.item_count or items.count()
+    return items[: COUNT_CAP + 1].count()
+
+
+@require_GET
+@login_required
+def item_detail(request: HttpRequest, slug: str, pk: int, item_pk: int) -> HttpResponse:
+    project = get_project_for(request.user, slug, role=RESEARCHER)
+    item = get_object_or_404(
+        Item.objects.select_related("dataset").defer("search_text"),
+        pk=item_pk,
+        dataset_id=pk,
+        dataset__project=project,
+    )
+    neighbours = Item.objects.filter(dataset_id=pk)
+    previous = neighbours.filter(position__lt=item.position).order_by("-position").values("pk").first()
+    following = neighbours.filter(position__gt=item.position).order_by("position").values("pk").first()
+    context = {
+        "project": project,
+        "dataset": item.dataset,
+        "item": item,
+        "previous": previous["pk"] if previous else None,
+        "next": following["pk"] if following else None,
+    }
+    return render(request, "datasets/item_detail.html", context)
