@@ -1,0 +1,99 @@
+"""Researchers manage an evaluation's annotators from the Annotators section of its page."""
+
+import re
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.template import Context, Template
+from django.test import Client
+from django.urls import reverse
+
+from projects.models import Membership
+from rating import services
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+
+
+def url(name, evaluation, *args):
+    return reverse(name, args=[evaluation.project.slug, evaluation.pk, *args])
+
+
+def test_section_tag_lists_annotators_with_their_counts(evaluation, annotator, rf, researcher):
+    services.next_assignment(evaluation=evaluation, user=annotator)
+    request = rf.get("/")
+    request.user = researcher
+    html = Template("{% load rating_tags %}{% evaluation_annotators evaluation %}").render(
+        Context({"evaluation": evaluation, "request": request})
+    )
+    assert 'id="evaluation_annotators"' in html
+    assert re.search(r"anna</td>\s*<td class=\"num\">0</td><td class=\"num\">1</td>", html)
+    assert url("annotators_add", evaluation) in html and url("assignment_settings", evaluation) in html
+
+
+def test_researcher_adds_existing_accounts_who_become_project_annotators(researcher_client, evaluation):
+    newcomer = factories.make_user("ben", password=None)
+    response = researcher_client.post(url("annotators_add", evaluation), {"usernames": "ben, anna"})
+    assert response.status_code == 302
+    assert set(evaluation.annotators.values_list("username", flat=True)) == {"anna", "ben"}
+    assert Membership.objects.get(user=newcomer, project=evaluation.project).role == "annotator"
+
+
+def test_adding_an_unknown_username_adds_nobody(researcher_client, evaluation):
+    factories.make_user("ben", password=None)
+    response = researcher_client.post(
+        url("annotators_add", evaluation), {"usernames": "ben nobody"}, headers={"HX-Request": "true"}
+    )
+    assert "No account named nobody; nobody was added." in response.content.decode()
+    assert list(evaluation.annotators.values_list("username", flat=True)) == ["anna"]
+
+
+def test_new_account_gets_a_one_time_set_password_link(researcher_client, evaluation):
+    response = researcher_client.post(
+        url("annotator_create", evaluation), {"username": "carla", "email": "c@example.org"},
+        headers={"HX-Request": "true"},
+    )
+    page = response.content.decode()
+    link = re.search(r'<code class="set-password-link">(http://testserver/set-password/[^<]+)</code>', page).group(1)
+    carla = get_user_model().objects.get(username="carla")
+    assert not carla.has_usable_password() and evaluation.annotators.filter(pk=carla.pk).exists()
+
+    visitor = Client()
+    form_page = visitor.get(link, follow=True)
+    assert "Set your password" in form_page.content.decode()
+    done = visitor.post(
+        form_page.redirect_chain[-1][0], {"new_password1": "a-long-pass-123", "new_password2": "a-long-pass-123"}
+    )
+    assert done.status_code == 302
+    assert Client().login(username="carla", password="a-long-pass-123")
+    reused = Client().get(link, follow=True)
+    assert "already been used" in reused.content.decode()
+
+
+def test_settings_change_overlap_timeout_and_refuse_bad_numbers(researcher_client, evaluation):
+    researcher_client.post(
+        url("assignment_settings", evaluation), {"overlap": "3", "reservation_minutes": "10", "order": "shuffled"}
+    )
+    evaluation.refresh_from_db()
+    assert (evaluation.overlap, evaluation.reservation_minutes, evaluation.order) == (3, 10, "shuffled")
+    response = researcher_client.post(
+        url("assignment_settings", evaluation), {"overlap": "zero", "reservation_minutes": "10"},
+        headers={"HX-Request": "true"},
+    )
+    assert "Overlap N must be a whole number, not “zero”. Nothing was changed." in response.content.decode()
+    evaluation.refresh_from_db()
+    assert evaluation.overlap == 3
+
+
+def test_removing_an_annotator_returns_their_reservation(researcher_client, evaluation, annotator):
+    held = services.next_assignment(evaluation=evaluation, user=annotator)
+    researcher_client.post(url("annotator_remove", evaluation, annotator.pk))
+    held.refresh_from_db()
+    assert held.status == "skipped" and not evaluation.annotators.exists()
+
+
+@pytest.mark.parametrize("name", ["annotators_add", "annotator_create", "assignment_settings"])
+def test_annotators_cannot_manage_annotators(annotator_client, evaluation, name):
+    response = annotator_client.post(url(name, evaluation), {"usernames": "anna", "username": "x", "overlap": "1"})
+    assert response.status_code == 403
+    assert get_user_model().objects.filter(username="x").count() == 0
