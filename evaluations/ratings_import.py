@@ -10,6 +10,8 @@ suffix, or by a first character `{`), UTF-8 with or without BOM, with these colu
   empty then); side_shown (pairwise only: baseline | response).
 - created and updated (written by the long export) and any other column are read but not used;
   the result lists them as ignored columns.
+- CSV cells that the export protected for spreadsheets ("'=1+1") get their one added apostrophe
+  removed (`evaluations.exports.restore`).
 
 Values are checked against the rubric's scale by `evaluations.values.canonical_value`.
 Unknown raters become named raters of the given kind; a known rater of the other kind is an error.
@@ -38,6 +40,7 @@ from django.utils import timezone
 from datasets.models import Item
 from rubrics.models import Rubric, RubricVersion
 
+from .exports import restore
 from .models import Evaluation, Rater, Rating, RatingRevision
 from .values import canonical_value
 
@@ -191,7 +194,8 @@ def _csv_records(path: Path, delimiter: str) -> Iterator[tuple[int, Record]]:
                 Problem(start, None, f"{len(cells)} cells where the header has {len(header)} columns"),
             )
             continue
-        yield start, dict(zip(header, cells, strict=True))
+        # Undo the export's spreadsheet protection ("'=x" -> "=x"), so the long export round-trips.
+        yield start, {name: restore(cell) for name, cell in zip(header, cells, strict=True)}
 
 
 def _jsonl_records(path: Path) -> Iterator[tuple[int, Record]]:

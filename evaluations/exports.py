@@ -1,0 +1,269 @@
+"""Rating tables out of Concord: long CSV, wide CSV and JSONL, streamed in chunks.
+
+- long: one row per rating, the columns of LONG_COLUMNS, ordered by item (dataset order), rubric,
+  version and rater. The ratings import reads it back (created/updated are informational).
+- wide: one row per item of the dataset; a column per (rubric version, rater) present, named
+  "Rubric@N | rater"; and per rubric version the humans' mean (likert) or majority (categorical,
+  pairwise) in "Rubric@N | human mean" / "Rubric@N | human majority". A tied majority is left
+  empty; parse failures do not count.
+- jsonl: the long rows as JSON objects (parse_failed a boolean, rubric_version a number); JSON is
+  not opened by spreadsheets, so its text is written unchanged.
+
+CSV is UTF-8 with a header row and "\\n" line ends. Spreadsheet safety: a text cell whose first
+character after any leading apostrophes is = + - @ tab or carriage return gets one more leading
+apostrophe (so "=1+1" is written "'=1+1", and "'=1+1" is written "''=1+1"); the ratings import
+removes exactly that one apostrophe again, so the long export round-trips.
+
+Memory stays flat: on PostgreSQL the long CSV is produced by `COPY (SELECT ...) TO STDOUT` and
+passed on block by block; elsewhere (and for wide and JSONL) rows come from a chunked iterator
+(a server-side cursor on PostgreSQL) and are written out in ~64 KB pieces.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from statistics import fmean
+
+from django.db import connection
+
+from datasets.models import Item
+from rubrics.models import Rubric
+
+from .models import Evaluation, Rating
+
+LONG_COLUMNS = [
+    "item_id", "rubric", "rubric_version", "rater", "rater_kind", "value", "explanation", "parse_failed",
+    "side_shown", "created", "updated",
+]  # fmt: skip
+LAYOUTS = ("long", "wide", "jsonl")
+DANGEROUS_FIRST = frozenset("=+-@\t\r")
+CHUNK_BYTES = 64 * 1024
+ROWS_PER_FETCH = 5000
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+PG_TIME_FORMAT = 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'
+
+
+def neutralise(text: str) -> str:
+    """`text` made safe to open in a spreadsheet (see the module docstring); reversed by `restore`."""
+    if text.lstrip("'")[:1] in DANGEROUS_FIRST and text.lstrip("'"):
+        return "'" + text
+    return text
+
+
+def restore(text: str) -> str:
+    """Undo `neutralise`: drop the one apostrophe it adds."""
+    if text.startswith("'") and text.lstrip("'")[:1] in DANGEROUS_FIRST and text.lstrip("'"):
+        return text[1:]
+    return text
+
+
+def filename(evaluation: Evaluation, layout: str) -> str:
+    stem = (
+        "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in evaluation.name).strip("-")
+        or "evaluation"
+    )
+    return f"{evaluation.project.slug}-{stem}-ratings-{layout}.{'jsonl' if layout == 'jsonl' else 'csv'}"
+
+
+def stream(evaluation: Evaluation, layout: str) -> Iterator[bytes]:
+    """The export of `evaluation` in `layout` (long, wide or jsonl) as UTF-8 byte chunks."""
+    if layout == "long":
+        return long_csv_copy(evaluation) if connection.vendor == "postgresql" else long_csv(evaluation)
+    if layout == "wide":
+        return wide_csv(evaluation)
+    if layout == "jsonl":
+        return long_jsonl(evaluation)
+    raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, not {layout!r}")
+
+
+# --- long ------------------------------------------------------------------------------------
+
+
+def _long_queryset(evaluation: Evaluation):
+    return (
+        Rating.objects.filter(evaluation=evaluation)
+        .order_by("item__position", "rubric_version__rubric__name", "rubric_version__number", "rater__name")
+        .values_list(
+            "item__external_id", "rubric_version__rubric__name", "rubric_version__number", "rater__name",
+            "rater__kind", "value", "explanation", "parse_failed", "side_shown", "created", "updated",
+        )
+    )  # fmt: skip
+
+
+def _long_records(evaluation: Evaluation) -> Iterator[tuple]:
+    for row in _long_queryset(evaluation).iterator(chunk_size=ROWS_PER_FETCH):
+        item_id, rubric, number, rater, kind, value, explanation, failed, side, created, updated = row
+        yield (
+            item_id, rubric, number, rater, kind, value, explanation, failed, side,
+            created.strftime(TIME_FORMAT), updated.strftime(TIME_FORMAT),
+        )  # fmt: skip
+
+
+def _csv_chunks(rows: Iterable[Iterable]) -> Iterator[bytes]:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    for row in rows:
+        writer.writerow(row)
+        if buffer.tell() >= CHUNK_BYTES:
+            yield buffer.getvalue().encode("utf-8")
+            buffer.seek(0)
+            buffer.truncate()
+    if buffer.tell():
+        yield buffer.getvalue().encode("utf-8")
+
+
+def long_csv(evaluation: Evaluation) -> Iterator[bytes]:
+    """Long CSV through the ORM's chunked iterator (any database)."""
+
+    def rows():
+        yield LONG_COLUMNS
+        for (
+            item_id,
+            rubric,
+            number,
+            rater,
+            kind,
+            value,
+            explanation,
+            failed,
+            side,
+            created,
+            updated,
+        ) in _long_records(evaluation):
+            yield (
+                neutralise(item_id), neutralise(rubric), number, neutralise(rater), kind, neutralise(value),
+                neutralise(explanation), "true" if failed else "false", side, created, updated,
+            )  # fmt: skip
+
+    return _csv_chunks(rows())
+
+
+def _sql_neutralise(column: str) -> str:
+    first = f"left(ltrim({column}, ''''), 1)"
+    return (
+        f"CASE WHEN {first} IN ('=', '+', '-', '@', chr(9), chr(13)) THEN '''' || {column} ELSE {column} END"
+    )
+
+
+def long_sql() -> str:
+    """The SELECT of the long layout in PostgreSQL, the same rows and text as `long_csv`."""
+    text = {
+        "item_id": _sql_neutralise("i.external_id"),
+        "rubric": _sql_neutralise("rb.name"),
+        "rubric_version": "rv.number",
+        "rater": _sql_neutralise("ra.name"),
+        "rater_kind": "ra.kind",
+        "value": _sql_neutralise("r.value"),
+        "explanation": _sql_neutralise("r.explanation"),
+        "parse_failed": "CASE WHEN r.parse_failed THEN 'true' ELSE 'false' END",
+        "side_shown": "r.side_shown",
+        "created": f"to_char(r.created AT TIME ZONE 'UTC', '{PG_TIME_FORMAT}')",
+        "updated": f"to_char(r.updated AT TIME ZONE 'UTC', '{PG_TIME_FORMAT}')",
+    }
+    # NULLIF: COPY writes NULL as an empty unquoted cell, like Python's csv writes "".
+    columns = ", ".join(f"NULLIF({expression}, '') AS {name}" if name != "rubric_version" else expression
+                        for name, expression in text.items())  # fmt: skip
+    return (
+        f"SELECT {columns} FROM evaluations_rating r "
+        "JOIN datasets_item i ON i.id = r.item_id "
+        "JOIN rubrics_rubricversion rv ON rv.id = r.rubric_version_id "
+        "JOIN rubrics_rubric rb ON rb.id = rv.rubric_id "
+        "JOIN evaluations_rater ra ON ra.id = r.rater_id "
+        "WHERE r.evaluation_id = %s ORDER BY i.position, rb.name, rv.number, ra.name"
+    )
+
+
+def long_csv_copy(evaluation: Evaluation) -> Iterator[bytes]:
+    """Long CSV produced by PostgreSQL's COPY and streamed block by block."""
+    yield (",".join(LONG_COLUMNS) + "\n").encode("utf-8")
+    with connection.cursor() as cursor:
+        copy_sql = f"COPY ({long_sql()}) TO STDOUT WITH (FORMAT csv, ENCODING 'UTF8')"
+        with cursor.cursor.copy(copy_sql, [evaluation.pk]) as copy:
+            for block in copy:
+                yield bytes(block)
+
+
+# --- JSONL -----------------------------------------------------------------------------------
+
+
+def long_jsonl(evaluation: Evaluation) -> Iterator[bytes]:
+    pieces: list[str] = []
+    size = 0
+    for record in _long_records(evaluation):
+        line = json.dumps(dict(zip(LONG_COLUMNS, record, strict=True)), ensure_ascii=False) + "\n"
+        pieces.append(line)
+        size += len(line)
+        if size >= CHUNK_BYTES:
+            yield "".join(pieces).encode("utf-8")
+            pieces, size = [], 0
+    if pieces:
+        yield "".join(pieces).encode("utf-8")
+
+
+# --- wide ------------------------------------------------------------------------------------
+
+
+def _wide_columns(evaluation: Evaluation) -> tuple[list[tuple[int, int]], list[str], list]:
+    """(rubric version id, rater id) pairs present, their headers, and the rubric versions."""
+    versions = list(evaluation.rubric_versions.select_related("rubric").order_by("rubric__name", "number"))
+    pairs = set(
+        Rating.objects.filter(evaluation=evaluation).values_list("rubric_version_id", "rater_id").distinct()
+    )
+    raters = dict(evaluation.project.raters.values_list("pk", "name"))
+    keys, headers = [], []
+    for version in versions:
+        for rater_id in sorted((r for v, r in pairs if v == version.pk), key=lambda pk: raters[pk]):
+            keys.append((version.pk, rater_id))
+            headers.append(f"{version} | {raters[rater_id]}")
+    for version in versions:
+        headers.append(f"{version} | human {'mean' if version.kind == Rubric.Kind.LIKERT else 'majority'}")
+    return keys, headers, versions
+
+
+def _summary(kind: str, values: list[str]) -> str:
+    if not values:
+        return ""
+    if kind == Rubric.Kind.LIKERT:
+        try:
+            return f"{fmean(float(value) for value in values):.4g}"
+        except ValueError:
+            return ""
+    ranked = Counter(values).most_common(2)
+    return ranked[0][0] if len(ranked) == 1 or ranked[0][1] > ranked[1][1] else ""
+
+
+def wide_csv(evaluation: Evaluation) -> Iterator[bytes]:
+    keys, headers, versions = _wide_columns(evaluation)
+    position = {key: n for n, key in enumerate(keys)}
+    kinds = {version.pk: version.kind for version in versions}
+
+    def rows():
+        yield ["item_id", *(neutralise(header) for header in headers)]
+        ratings = (
+            Rating.objects.filter(evaluation=evaluation)
+            .order_by("item__position")
+            .values_list("item_id", "rubric_version_id", "rater_id", "rater__kind", "value", "parse_failed")
+            .iterator(chunk_size=ROWS_PER_FETCH)
+        )
+        pending = next(ratings, None)
+        items = Item.objects.filter(dataset_id=evaluation.dataset_id).order_by("position")
+        for item_id, external_id in items.values_list("pk", "external_id").iterator(
+            chunk_size=ROWS_PER_FETCH
+        ):
+            cells = [""] * len(keys)
+            human: dict[int, list[str]] = {version.pk: [] for version in versions}
+            while pending is not None and pending[0] == item_id:
+                _, version_id, rater_id, kind, value, failed = pending
+                if (version_id, rater_id) in position:
+                    cells[position[(version_id, rater_id)]] = value
+                if kind == "human" and not failed and version_id in human:
+                    human[version_id].append(value)
+                pending = next(ratings, None)
+            summaries = [_summary(kinds[version.pk], human[version.pk]) for version in versions]
+            yield [neutralise(external_id), *(neutralise(cell) for cell in cells), *summaries]
+
+    return _csv_chunks(rows())

@@ -1,0 +1,41 @@
+"""python manage.py export_ratings --evaluation NAME --layout long|wide|jsonl -o FILE"""
+
+import sys
+
+from django.core.management.base import BaseCommand
+
+from evaluations.exports import LAYOUTS, stream
+
+from ._lookup import find_evaluation
+
+
+class Command(BaseCommand):
+    help = (
+        "Export an evaluation's ratings: long CSV (one row per rating), wide CSV (one row per item) or JSONL."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--evaluation", required=True, help="Evaluation name.")
+        parser.add_argument(
+            "--project", help="Project slug, when several projects use the evaluation's name."
+        )
+        parser.add_argument("--layout", choices=LAYOUTS, default="long")
+        parser.add_argument(
+            "-o", "--output", default="-", help="File to write; - (default) for standard output."
+        )
+
+    def handle(self, *args, **options):
+        evaluation = find_evaluation(options["evaluation"], options["project"])
+        chunks = stream(evaluation, options["layout"])
+        written = 0
+        if options["output"] == "-":
+            for chunk in chunks:
+                sys.stdout.buffer.write(chunk)
+                written += len(chunk)
+            sys.stdout.buffer.flush()
+            return
+        with open(options["output"], "wb") as handle:
+            for chunk in chunks:
+                handle.write(chunk)
+                written += len(chunk)
+        self.stderr.write(f"Wrote {written:,} bytes ({options['layout']}) to {options['output']}.")

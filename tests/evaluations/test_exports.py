@@ -1,0 +1,147 @@
+"""Exports: long/wide/JSONL layouts, spreadsheet safety, streaming and the long export's round-trip."""
+
+import csv
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+
+from evaluations import exports
+from evaluations.models import Rating
+from evaluations.ratings_import import import_ratings
+from tests import factories
+
+
+@pytest.fixture
+def rated(project):
+    dataset = factories.make_dataset(project, items=3, name="Chats")
+    quality = factories.make_rubric(project=project, name="Quality")
+    preference = factories.make_rubric(project=project, name="Pref", kind="pairwise")
+    evaluation = factories.make_evaluation(project, dataset, [quality, preference], name="Study")
+    items = list(dataset.items.order_by("position"))
+    ann, bob, judge = (
+        factories.make_rater(project, name=name, kind=kind)
+        for name, kind in [("ann", "human"), ("bob", "human"), ("=judge", "model")]
+    )
+    for item, (a, b) in zip(items, [("4", "5"), ("2", "2"), ("1", "2")], strict=True):
+        factories.make_rating(evaluation, item, quality, ann, a, explanation='=HYPERLINK("http://x")')
+        factories.make_rating(evaluation, item, quality, bob, b, explanation='fine, "quoted"\nnext line')
+    factories.make_rating(evaluation, items[0], quality, judge, "3.72", explanation="-2 points; @me\ttab")
+    factories.make_rating(evaluation, items[0], preference, ann, "A", side_shown="response")
+    factories.make_rating(evaluation, items[0], preference, bob, "B", side_shown="baseline")
+    factories.make_rating(evaluation, items[1], preference, judge, "", parse_failed=True, explanation="'=odd")
+    return evaluation
+
+
+def read_csv(chunks):
+    return list(csv.DictReader(io.StringIO(b"".join(chunks).decode("utf-8"))))
+
+
+def test_long_export_has_one_row_per_rating_in_item_rubric_rater_order(rated):
+    rows = read_csv(exports.stream(rated, "long"))
+    assert list(rows[0]) == exports.LONG_COLUMNS
+    assert len(rows) == Rating.objects.count() == 10
+    assert [(r["item_id"], r["rubric"], r["rater"], r["value"]) for r in rows[:5]] == [
+        ("d-0", "Pref", "ann", "A"),
+        ("d-0", "Pref", "bob", "B"),
+        ("d-0", "Quality", "'=judge", "3.72"),
+        ("d-0", "Quality", "ann", "4"),
+        ("d-0", "Quality", "bob", "5"),
+    ]
+    first = rows[0]
+    assert (first["rubric_version"], first["rater_kind"], first["side_shown"], first["parse_failed"]) == (
+        "1",
+        "human",
+        "response",
+        "false",
+    )
+    assert first["created"].endswith("Z") and "T" in first["created"]
+
+
+def test_cells_that_a_spreadsheet_would_run_are_neutralised(rated):
+    rows = read_csv(exports.stream(rated, "long"))
+    explanations = {r["explanation"] for r in rows}
+    assert '\'=HYPERLINK("http://x")' in explanations
+    assert "'-2 points; @me\ttab" in explanations
+    assert "''=odd" in explanations
+    assert 'fine, "quoted"\nnext line' in explanations
+    for row in rows:
+        for cell in row.values():
+            assert cell.lstrip("'")[:1] not in set("=+-@\t\r") or cell.startswith("'")
+
+
+def test_postgres_copy_and_the_orm_path_write_the_same_table(rated):
+    assert read_csv(exports.long_csv_copy(rated)) == read_csv(exports.long_csv(rated))
+
+
+def test_neutralise_and_restore_are_inverse():
+    for text in ["=1+1", "'=1+1", "''@x", "plain", "'quoted'", "", "'", "-", "\tx", "\r"]:
+        assert exports.restore(exports.neutralise(text)) == text
+    assert exports.neutralise("+49 30") == "'+49 30"
+
+
+def test_wide_export_has_a_column_per_rater_and_the_human_summary(rated):
+    rows = read_csv(exports.stream(rated, "wide"))
+    assert list(rows[0]) == [
+        "item_id",
+        "Pref@1 | =judge",
+        "Pref@1 | ann",
+        "Pref@1 | bob",
+        "Quality@1 | =judge",
+        "Quality@1 | ann",
+        "Quality@1 | bob",
+        "Pref@1 | human majority",
+        "Quality@1 | human mean",
+    ]
+    by_item = {row["item_id"]: row for row in rows}
+    assert len(rows) == 3
+    assert by_item["d-0"]["Quality@1 | human mean"] == "4.5"
+    assert by_item["d-0"]["Quality@1 | =judge"] == "3.72"
+    assert by_item["d-0"]["Pref@1 | human majority"] == ""  # A against B: a tie has no majority
+    assert by_item["d-1"]["Pref@1 | =judge"] == ""  # a parse failure has no value
+    assert by_item["d-2"]["Quality@1 | human mean"] == "1.5"
+
+
+def test_jsonl_export_keeps_text_unchanged_with_typed_fields(rated):
+    lines = b"".join(exports.stream(rated, "jsonl")).decode().splitlines()
+    records = [json.loads(line) for line in lines]
+    assert len(records) == 10
+    failed = next(r for r in records if r["parse_failed"])
+    assert (failed["value"], failed["explanation"], failed["rubric_version"]) == ("", "'=odd", 1)
+    assert any(r["explanation"] == '=HYPERLINK("http://x")' for r in records)
+
+
+def test_exports_stream_in_chunks(rated, monkeypatch):
+    monkeypatch.setattr(exports, "CHUNK_BYTES", 30)
+    for layout in ["wide", "jsonl"]:
+        assert len(list(exports.stream(rated, layout))) > 2
+    assert len(list(exports.long_csv(rated))) > 2
+
+
+def _ratings(evaluation):
+    return sorted(
+        evaluation.ratings.values_list(
+            "item__external_id",
+            "rubric_version_id",
+            "rater__name",
+            "rater__kind",
+            "value",
+            "explanation",
+            "parse_failed",
+            "side_shown",
+        )
+    )
+
+
+@pytest.mark.parametrize("layout", ["long", "jsonl"])
+def test_long_export_round_trips_into_a_fresh_evaluation(rated, tmp_path, layout):
+    path = tmp_path / f"export.{'csv' if layout == 'long' else 'jsonl'}"
+    call_command("export_ratings", "--evaluation", "Study", "--layout", layout, "-o", str(path))
+    fresh = factories.make_evaluation(
+        rated.project, rated.dataset, list(rated.rubric_versions.all()), name="Again"
+    )
+    result = import_ratings(evaluation=fresh, path=path)
+    assert result.created == 10
+    assert result.ignored_columns == ["created", "updated"]
+    assert _ratings(fresh) == _ratings(rated)
