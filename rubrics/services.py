@@ -25,6 +25,7 @@ from .parsing import (
     parse_rubric_source,
     placeholder_problems,
     scale_problems,
+    unique_names,
 )
 
 VERSION_FIELDS = (
@@ -55,8 +56,13 @@ def metadata_key_checker(project: Project | None):
     return is_metadata_key
 
 
-def version_problems(*, kind: str, fields: dict[str, Any], project: Project | None) -> list[str]:
-    """What is wrong with the fields of a version of a rubric of `kind` (empty when nothing)."""
+def version_problems(
+    *, kind: str, fields: dict[str, Any], project: Project | None, declared: set[str] = frozenset()
+) -> list[str]:
+    """What is wrong with the fields of a version of a rubric of `kind` (empty when nothing).
+
+    `declared`: placeholder names accepted anyway (those the previous version already used).
+    """
     problems = []
     if not str(fields.get("criterion", "")).strip():
         problems.append("criterion: missing")
@@ -64,7 +70,9 @@ def version_problems(*, kind: str, fields: dict[str, Any], project: Project | No
     if not template.strip():
         problems.append("prompt template: empty")
     problems += scale_problems(kind, fields.get("scale"))
-    problems += placeholder_problems(template, is_metadata_key=metadata_key_checker(project))
+    problems += placeholder_problems(
+        template, declared=declared, is_metadata_key=metadata_key_checker(project)
+    )
     if fields.get("target") not in TARGETS:
         problems.append(f"target: must be one of {', '.join(TARGETS)}")
     if fields.get("output_format") not in OUTPUT_FORMATS:
@@ -94,7 +102,10 @@ def new_version(rubric: Rubric, **changes: Any) -> RubricVersion:
         Rubric.objects.select_for_update().filter(pk=rubric.pk).first()  # numbers stay gap-free and unique
         latest = rubric.latest_version()
         fields = {**_fields_of(latest), **changes}
-        problems = version_problems(kind=rubric.kind, fields=fields, project=rubric.project)
+        declared = set(unique_names(latest.prompt_template)) if latest else set()
+        problems = version_problems(
+            kind=rubric.kind, fields=fields, project=rubric.project, declared=declared
+        )
         if problems:
             raise ValidationError(problems)
         number = latest.number + 1 if latest else 1

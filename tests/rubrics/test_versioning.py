@@ -1,0 +1,87 @@
+"""Versions are append-only: edits make new versions, rated versions are frozen, built-ins are copied."""
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.db import DatabaseError, transaction
+
+from rubrics.builtins import ensure_builtin_rubrics
+from rubrics.models import Rubric, RubricVersion
+from rubrics.services import edit_rubric, new_version
+from tests import factories
+
+
+def test_new_version_copies_the_latest_and_applies_changes(project):
+    first = factories.make_rubric(project=project, name="Warmth")
+    second = new_version(first.rubric, criterion="Warmth, revised")
+    assert (second.number, second.criterion, second.prompt_template) == (
+        2,
+        "Warmth, revised",
+        first.prompt_template,
+    )
+    first.refresh_from_db()
+    assert first.criterion == "Warmth"
+
+
+def test_new_version_with_a_bad_scale_is_refused_and_nothing_is_saved(project):
+    first = factories.make_rubric(project=project, kind="pairwise")
+    with pytest.raises(ValidationError, match='exactly "A", "SAME", "B"'):
+        new_version(first.rubric, scale=[{"value": "A"}, {"value": "B"}])
+    assert first.rubric.versions.count() == 1
+
+
+def test_rated_version_is_frozen_in_the_database_and_an_edit_makes_a_new_one(project, annotator):
+    version = factories.make_rubric(project=project)
+    dataset = factories.make_dataset(project, items=1)
+    evaluation = factories.make_evaluation(project, dataset, [version])
+    rater = factories.make_rater(project, user=annotator)
+    factories.make_rating(evaluation, dataset.items.get(), version, rater, "4")
+    with pytest.raises(DatabaseError, match="frozen"), transaction.atomic():
+        RubricVersion.objects.filter(pk=version.pk).update(criterion="changed behind the ratings' back")
+    edited = edit_rubric(rubric=version.rubric, project=project, changes={"criterion": "Changed"})
+    assert (edited.number, edited.criterion) == (2, "Changed")
+    assert RubricVersion.objects.get(pk=version.pk).criterion == version.criterion
+
+
+def test_editing_a_builtin_makes_a_project_copy_and_leaves_the_builtin_alone(builtins, project):
+    builtin = builtins["Repetitiveness"]
+    copy = edit_rubric(rubric=builtin.rubric, project=project, changes={"description": "How repetitive."})
+    assert copy.rubric.project == project
+    assert (copy.rubric.name, copy.rubric.kind, copy.number) == ("Repetitiveness", "likert", 1)
+    assert copy.rubric.copied_from == builtin
+    assert copy.prompt_template == builtin.prompt_template
+    assert copy.notes.startswith("Project copy of the built-in rubric Repetitiveness@1.")
+    builtin.refresh_from_db()
+    assert builtin.description == "the degree to which the chatbot was repetitive."
+    assert builtin.rubric.versions.count() == 1
+    with pytest.raises(ValidationError, match="already has its own copy of Repetitiveness"):
+        edit_rubric(rubric=builtin.rubric, project=project, changes={"description": "Again."})
+
+
+def test_an_edit_that_changes_nothing_is_refused(project):
+    version = factories.make_rubric(project=project)
+    with pytest.raises(ValidationError, match="Nothing changed: version 1"):
+        edit_rubric(rubric=version.rubric, project=project, changes={"criterion": version.criterion})
+
+
+def test_another_projects_rubric_cannot_be_edited(project, researcher):
+    other = factories.make_project(name="Other", researchers=[researcher])
+    version = factories.make_rubric(project=other)
+    with pytest.raises(ValidationError, match="another project"):
+        edit_rubric(rubric=version.rubric, project=project, changes={"criterion": "x"})
+
+
+def test_builtins_load_once_with_names_kinds_targets_and_the_repair_note(db):
+    Rubric.objects.filter(project__isnull=True).delete()
+    created = ensure_builtin_rubrics()
+    assert ensure_builtin_rubrics() == []
+    found = {(v.rubric.name, v.rubric.kind, v.target) for v in created}
+    assert found == {
+        ("Repetitiveness", "likert", "last_turn"),
+        ("Empathetical understanding", "likert", "last_turn"),
+        ("Multi-turn chat quality", "pairwise", "pairwise"),
+        ("Context fit and emotion attention", "likert", "sentence"),
+    }
+    context_fit = next(v for v in created if v.rubric.name == "Context fit and emotion attention")
+    assert "can’t" in context_fit.prompt_template and "canâ€™t" not in context_fit.prompt_template
+    assert "Repaired mojibake" in context_fit.notes
+    assert [v.notes for v in created if v != context_fit] == ["", "", ""]
