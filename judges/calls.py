@@ -80,6 +80,9 @@ class LaneContext:
     def lease_seconds(self) -> float:
         return self.params["request_timeout"] * settings.LLM_MAX_ATTEMPTS + 120
 
+    def mark_stopped(self) -> None:
+        self._stopped = True
+
     def stopped(self) -> bool:
         """Whether the run is no longer running; asks the database at most twice a second."""
         now = time.monotonic()
@@ -312,6 +315,7 @@ def process_call(ctx: LaneContext, call: JudgeCall, token: uuid.UUID) -> str:
                 },
             )
             stop_run(run_id=ctx.run_id, error=error.message)
+            ctx.mark_stopped()
             return "failed"
         except client.TransientError as error:
             message = f"gave up after {error.attempts} attempts: {error.message}"  # type: ignore[attr-defined]

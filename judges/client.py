@@ -8,6 +8,7 @@ outcome into a `Reply`, a `TransientError` (worth retrying) or a `PermanentError
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -15,6 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import openai
+
+# The openai package's HTTP layer logs every request at INFO; one line per judge call is noise.
+logging.getLogger("httpx2").setLevel(logging.WARNING)
 
 TOP_LOGPROBS = 10
 LOGPROB_TOKENS_KEPT = 8

@@ -6,7 +6,7 @@ model, messages, `seed` and choice index, and always parses as the rubric's scal
 of the formats judges really write, a label from a JSON schema enum, or pairwise JSON).
 
 Faults are configured at start (`faults`, `fail_rate`) and can be overridden per request, either by a
-query suffix on the model name (``fake-judge?fault=429&fail_rate=1&latency_ms=10``) or by headers
+query suffix on the model name (``fake-judge?fault=429&fail_rate=1&latency_ms=10``, ``fake-judge?logprobs=0``) or by headers
 (``X-Fake-Fault``, ``X-Fake-Fail-Rate``, ``X-Fake-Latency-Ms``). Whether a request is faulted is decided
 by a hash of its body, and a faulted request fails only on its first `fault_attempts` attempts (0 =
 always), so transient faults are retryable and runs stay reproducible.
@@ -215,6 +215,8 @@ class FakeLLM:
         if "fault" in options:
             faults = tuple(f for f in options["fault"].split(",") if f in FAULTS)
             config = replace(config, faults=faults, fail_rate=1.0)
+        if options.get("logprobs") in ("0", "false", "no"):
+            config = replace(config, logprobs=False)
         for key, cast in (
             ("fail_rate", float),
             ("latency_ms", float),

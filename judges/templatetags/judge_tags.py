@@ -7,4 +7,10 @@ register = template.Library()
 
 @register.inclusion_tag("judges/_evaluation_judge_runs.html", takes_context=True)
 def evaluation_judge_runs(context, evaluation):
-    return {"evaluation": evaluation, "project": evaluation.project, "request": context.get("request")}
+    runs = evaluation.judge_runs.select_related("judge", "rubric_version__rubric")
+    return {
+        "evaluation": evaluation,
+        "project": evaluation.project,
+        "runs": runs,
+        "request": context.get("request"),
+    }

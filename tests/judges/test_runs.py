@@ -1,28 +1,245 @@
+"""Judge runs worked in-process (lanes called directly) against the simulated model in a thread."""
+
+import pytest
+
 from evaluations.models import Rating
 from judges import services
-from judges.models import JudgeRun
+from judges.calls import LaneContext, claim_next_call, finish_call
+from judges.models import CachedReply, JudgeCall, JudgeRun
 from tests import factories
 from tests.judges.conftest import make_judge
 
+PAIRWISE_TEMPLATE = (
+    "Compare. Reply with JSON with pairwise_choice and explanation.\n{history}\n{prompt}\n"
+    "### Response A\n{baseline_model_response}\n### Response B\n{response}"
+)
 
-def likert_setup(project, items=4):
-    version = factories.make_rubric(project=project, name="Quality")
+
+def setup_evaluation(project, *, kind="likert", items=4, template=None):
+    extra = {"template": template} if template else {}
+    version = factories.make_rubric(project=project, name=f"{kind} rubric", kind=kind, **extra)
     dataset = factories.make_dataset(project, items=items)
     evaluation = factories.make_evaluation(project, dataset, [version])
     return version, evaluation
 
 
-def test_likert_run_stores_one_rating_per_item_with_raw_output(project, fake_llm):
-    version, evaluation = likert_setup(project)
-    judge = make_judge(project, fake_llm)
+def run_to_end(judge, evaluation, version) -> JudgeRun:
     run = services.launch_run(judge=judge, evaluation=evaluation, rubric_version=version)
-    assert services.work_lane(run_id=run.pk, lane=0) == 4
+    services.work_lane(run_id=run.pk, lane=0)
     run.refresh_from_db()
+    return run
+
+
+def test_likert_run_stores_one_rating_per_item_with_raw_output_tokens_and_attempts(project, fake_llm):
+    version, evaluation = setup_evaluation(project)
+    run = run_to_end(make_judge(project, fake_llm), evaluation, version)
     assert run.status == JudgeRun.Status.DONE
-    ratings = Rating.objects.filter(rater=run.rater)
+    ratings = Rating.objects.filter(rater=run.rater, evaluation=evaluation, rubric_version=version)
     assert ratings.count() == 4
     for rating in ratings:
         assert rating.value in {"1", "2", "3", "4", "5"}
         assert rating.raw_output
         assert rating.details["samples"][0]["attempts"] == 1
+        assert rating.details["prompt_tokens"] > 0
     assert run.rater.kind == "model"
+
+
+def test_first_lane_starts_the_other_lanes_after_its_first_call(project, fake_llm, no_enqueue):
+    version, evaluation = setup_evaluation(project)
+    run = run_to_end(make_judge(project, fake_llm, concurrency=3), evaluation, version)
+    assert no_enqueue == [(run.pk, 1), (run.pk, 2)]
+
+
+def test_samples_are_each_stored_and_averaged_for_likert(project, fake_llm):
+    version, evaluation = setup_evaluation(project, items=2)
+    run = run_to_end(make_judge(project, fake_llm, samples=3, temperature=1.0), evaluation, version)
+    assert run.calls.count() == 6
+    for rating in Rating.objects.filter(rater=run.rater):
+        values = [float(s["value"]) for s in rating.details["samples"]]
+        assert len(values) == 3
+        assert float(rating.value) == pytest.approx(sum(values) / 3, abs=1e-4)
+
+
+def test_logprob_scoring_stores_weighted_mean_and_argmax(project, fake_llm):
+    version, evaluation = setup_evaluation(project, items=3)
+    run = run_to_end(make_judge(project, fake_llm, logprobs=True), evaluation, version)
+    ratings = list(Rating.objects.filter(rater=run.rater))
+    for rating in ratings:
+        sample = rating.details["samples"][0]
+        assert float(rating.value) == pytest.approx(sample["score"], abs=1e-4)
+        assert rating.details["argmax"] == sample["argmax"]
+    assert any("." in rating.value for rating in ratings)  # weighted means, not just the digits
+    assert services.run_progress(run).logprobs_missing == 0
+
+
+def test_logprob_run_says_so_when_the_endpoint_returns_none(project, fake_llm):
+    version, evaluation = setup_evaluation(project, items=2)
+    judge = make_judge(project, fake_llm, logprobs=True, model="fake-judge?logprobs=0")
+    run = run_to_end(judge, evaluation, version)
+    assert services.run_progress(run).logprobs_missing == 2
+    for rating in Rating.objects.filter(rater=run.rater):
+        assert rating.details["samples"][0]["logprobs"] == "the endpoint returned no logprobs"
+        assert rating.value in {"1", "2", "3", "4", "5"}
+
+
+def test_pairwise_with_position_swap_judges_both_orders_and_reports_consistency(project, fake_llm):
+    version, evaluation = setup_evaluation(project, kind="pairwise", items=6, template=PAIRWISE_TEMPLATE)
+    run = run_to_end(make_judge(project, fake_llm), evaluation, version)
+    assert run.calls.filter(swapped=True).count() == 6
+    progress = services.run_progress(run)
+    assert progress.consistency_pairs == 6
+    for rating in Rating.objects.filter(rater=run.rater):
+        original, swapped = sorted(rating.details["samples"], key=lambda s: s["swapped"])
+        if original["value"] == swapped["value"]:
+            assert rating.value == original["value"]
+        else:
+            assert rating.value == "SAME"
+    consistent = sum(r.details["consistent_pairs"] for r in Rating.objects.filter(rater=run.rater))
+    assert progress.consistent_pairs == consistent
+
+
+def test_swapped_call_verdicts_are_stored_in_canonical_orientation(project, fake_llm):
+    version, evaluation = setup_evaluation(project, kind="pairwise", items=1, template=PAIRWISE_TEMPLATE)
+    run = run_to_end(make_judge(project, fake_llm, cache_enabled=False), evaluation, version)
+    swapped = run.calls.get(swapped=True)
+    shown = swapped.raw_output
+    choice = next(v for v in ("SAME", "A", "B") if f'"{v}"' in shown)
+    assert swapped.value == {"A": "B", "B": "A", "SAME": "SAME"}[choice]
+
+
+def test_identical_calls_come_from_the_cache_on_a_second_run(project, fake_llm):
+    version, evaluation = setup_evaluation(project, items=3)
+    judge = make_judge(project, fake_llm)
+    first = run_to_end(judge, evaluation, version)
+    second = run_to_end(judge, evaluation, version)
+    assert services.run_progress(first).cached == 0
+    assert services.run_progress(second).cached == 3
+    assert CachedReply.objects.count() == 3
+    assert list(
+        Rating.objects.filter(rater=first.rater).order_by("item").values_list("value", flat=True)
+    ) == list(Rating.objects.filter(rater=second.rater).order_by("item").values_list("value", flat=True))
+
+
+def test_a_judge_with_the_cache_off_calls_the_endpoint_again(project, fake_llm):
+    version, evaluation = setup_evaluation(project, items=2)
+    judge = make_judge(project, fake_llm, cache_enabled=False)
+    run_to_end(judge, evaluation, version)
+    second = run_to_end(judge, evaluation, version)
+    assert services.run_progress(second).cached == 0
+    assert CachedReply.objects.count() == 0
+
+
+@pytest.mark.parametrize("fault", ["429", "500", "malformed"])
+def test_transient_faults_are_retried_and_the_run_completes(project, fake_llm, fault):
+    version, evaluation = setup_evaluation(project, items=3)
+    run = run_to_end(
+        make_judge(project, fake_llm, model=f"fake-judge?fault={fault}&retry_after=0.05"), evaluation, version
+    )
+    assert run.status == JudgeRun.Status.DONE
+    assert set(run.calls.values_list("attempts", flat=True)) == {2}
+    assert Rating.objects.filter(rater=run.rater, parse_failed=False).count() == 3
+
+
+def test_timeouts_are_retried(project, fake_llm):
+    version, evaluation = setup_evaluation(project, items=1)
+    judge = make_judge(project, fake_llm, model="fake-judge?fault=timeout", request_timeout=0.3)
+    run = run_to_end(judge, evaluation, version)
+    assert run.status == JudgeRun.Status.DONE
+    assert run.calls.get().attempts == 2
+
+
+@pytest.mark.parametrize("fault", ["empty", "refusal", "truncated_json"])
+def test_unusable_content_is_a_parse_failure_with_raw_text_never_a_score(project, fake_llm, fault):
+    version, evaluation = setup_evaluation(project, items=2)
+    run = run_to_end(make_judge(project, fake_llm, model=f"fake-judge?fault={fault}"), evaluation, version)
+    assert run.status == JudgeRun.Status.DONE
+    for rating in Rating.objects.filter(rater=run.rater):
+        assert rating.parse_failed and rating.value == ""
+        assert rating.details["parse_error"]
+    if fault == "refusal":
+        assert "sorry" in Rating.objects.filter(rater=run.rater).first().raw_output
+    assert services.run_progress(run).parse_failure_rate == 100.0
+
+
+def test_wrong_key_stops_the_run_after_the_first_call_with_authentication_failed(
+    project, monkeypatch, no_enqueue
+):
+    from judges.fake_llm import FakeConfig, FakeLLM
+
+    server = FakeLLM(FakeConfig(latency_ms=0, api_key="right")).start(stop_after=60)
+    try:
+        version, evaluation = setup_evaluation(project, items=5)
+        run = run_to_end(make_judge(project, server, concurrency=4), evaluation, version)
+    finally:
+        server.stop()
+    assert run.status == JudgeRun.Status.FAILED
+    assert "authentication failed" in run.error
+    assert server.stats.requests == 1
+    assert run.calls.filter(status=JudgeCall.Status.FAILED).count() == 1
+    assert no_enqueue == []
+
+
+def test_unknown_model_stops_the_run_with_a_clear_message(project, fake_llm):
+    version, evaluation = setup_evaluation(project, items=3)
+    run = run_to_end(make_judge(project, fake_llm, model="gpt-nonexistent"), evaluation, version)
+    assert run.status == JudgeRun.Status.FAILED
+    assert "not found (404)" in run.error
+    assert run.calls.exclude(status=JudgeCall.Status.PENDING).count() == 1
+
+
+def test_a_stale_claim_cannot_store_a_call_a_second_time(project, fake_llm):
+    version, evaluation = setup_evaluation(project, items=1)
+    run = services.launch_run(
+        judge=make_judge(project, fake_llm), evaluation=evaluation, rubric_version=version
+    )
+    ctx = LaneContext.load(run)
+    call, old_token = claim_next_call(ctx)
+    services.resume_run(run=run)  # e.g. the worker was presumed dead
+    assert services.work_lane(run_id=run.pk, lane=0) == 1
+    late = finish_call(ctx, call, old_token, {"status": JudgeCall.Status.DONE, "value": "1"})
+    assert late is False
+    assert Rating.objects.filter(rater=run.rater).count() == 1
+    assert run.calls.get().value != "" and run.calls.get().attempts == 1
+
+
+def test_a_redelivered_lane_does_nothing_twice(project, fake_llm):
+    version, evaluation = setup_evaluation(project, items=3)
+    run = run_to_end(make_judge(project, fake_llm), evaluation, version)
+    assert services.work_lane(run_id=run.pk, lane=0) == 0
+    assert Rating.objects.filter(rater=run.rater).count() == 3
+    assert set(run.calls.values_list("attempts", flat=True)) == {1}
+
+
+def test_cancel_stops_the_lanes_and_resume_finishes_the_run(project, fake_llm):
+    version, evaluation = setup_evaluation(project, items=3)
+    run = services.launch_run(
+        judge=make_judge(project, fake_llm), evaluation=evaluation, rubric_version=version
+    )
+    assert services.cancel_run(run=run)
+    assert services.work_lane(run_id=run.pk, lane=0) == 0
+    services.resume_run(run=run)
+    services.work_lane(run_id=run.pk, lane=0)
+    run.refresh_from_db()
+    assert run.status == JudgeRun.Status.DONE
+    assert Rating.objects.filter(rater=run.rater).count() == 3
+
+
+def test_estimate_counts_calls_tokens_and_cost_before_launch(project, fake_llm):
+    version, evaluation = setup_evaluation(project, kind="pairwise", items=4, template=PAIRWISE_TEMPLATE)
+    judge = make_judge(project, fake_llm, samples=2, price_input_per_million=10, price_output_per_million=30)
+    estimate = services.estimate_run(judge=judge, evaluation=evaluation, rubric_version=version)
+    assert estimate.calls == 4 * 2 * 2
+    assert estimate.prompt_tokens > 0 and estimate.completion_tokens > 0
+    expected = (estimate.prompt_tokens * 10 + estimate.completion_tokens * 30) / 1_000_000
+    assert float(estimate.cost) == pytest.approx(expected, abs=1e-4)
+    assert JudgeRun.objects.count() == 0
+
+
+def test_launch_refuses_a_rubric_version_outside_the_evaluation(project, fake_llm):
+    from django.core.exceptions import ValidationError
+
+    _, evaluation = setup_evaluation(project, items=1)
+    other = factories.make_rubric(project=project, name="Other")
+    with pytest.raises(ValidationError, match="not part of evaluation"):
+        services.launch_run(judge=make_judge(project, fake_llm), evaluation=evaluation, rubric_version=other)
+    assert JudgeRun.objects.count() == 0 and JudgeCall.objects.count() == 0

@@ -1,5 +1,7 @@
 """`python manage.py fake_llm --port N`: serve Concord's simulated OpenAI-compatible model on 127.0.0.1."""
 
+import contextlib
+
 from django.core.management.base import BaseCommand, CommandError
 
 from judges.fake_llm import FAULTS, FakeConfig, FakeLLM
@@ -59,7 +61,5 @@ class Command(BaseCommand):
             f"latency {config.latency_ms:g} ms, faults {list(config.faults) or 'none'} at rate {fail_rate:g}"
         )
         self.stdout.flush()
-        try:
+        with contextlib.suppress(KeyboardInterrupt):
             server.serve(stop_after=options["stop_after"])
-        except KeyboardInterrupt:
-            pass

@@ -1,0 +1,141 @@
+"""Judge pages: list, create, detail with a connection test; runs: estimate + launch, live progress, cancel,
+resume. Researchers only (projects.access)."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from evaluations.models import Evaluation
+from projects.access import RESEARCHER, get_project_for
+
+from . import services
+from .forms import JudgeForm, RunChoiceForm
+from .models import Judge, JudgeCall, JudgeRun
+
+RECENT_PROBLEMS = 10
+
+
+@require_GET
+@login_required
+def judge_list(request, slug: str):
+    project = get_project_for(request.user, slug, role=RESEARCHER)
+    judges = Judge.objects.filter(project=project)
+    return render(request, "judges/judge_list.html", {"project": project, "judges": judges})
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def judge_create(request, slug: str):
+    project = get_project_for(request.user, slug, role=RESEARCHER)
+    form = JudgeForm(request.POST or None, project=project)
+    if request.method == "POST" and form.is_valid():
+        judge = form.save(commit=False)
+        judge.project = project
+        judge.created_by = request.user
+        judge.save()
+        messages.success(request, f"Judge {judge.name} created. Test its connection before a run.")
+        return redirect("judge_detail", slug=project.slug, pk=judge.pk)
+    return render(request, "judges/judge_create.html", {"project": project, "form": form})
+
+
+@require_GET
+@login_required
+def judge_detail(request, slug: str, pk: int):
+    project = get_project_for(request.user, slug, role=RESEARCHER)
+    judge = get_object_or_404(Judge, project=project, pk=pk)
+    runs = judge.runs.select_related("evaluation", "rubric_version__rubric")
+    return render(request, "judges/judge_detail.html", {"project": project, "judge": judge, "runs": runs})
+
+
+@require_POST
+@login_required
+def judge_test_connection(request, slug: str, pk: int):
+    project = get_project_for(request.user, slug, role=RESEARCHER)
+    judge = get_object_or_404(Judge, project=project, pk=pk)
+    result = services.test_connection(judge=judge)
+    context = {"project": project, "judge": judge, "result": result, "runs": judge.runs.none()}
+    template = "judges/judge_detail.html#connection" if request.htmx else "judges/judge_detail.html"
+    return render(request, template, context)
+
+
+def _evaluation(project, pk: int) -> Evaluation:
+    return get_object_or_404(Evaluation.objects.select_related("dataset"), project=project, pk=pk)
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def judge_run_create(request, slug: str, pk: int):
+    """GET: pick judge and rubric version; with both picked, show calls, tokens and cost. POST: launch."""
+    project = get_project_for(request.user, slug, role=RESEARCHER)
+    evaluation = _evaluation(project, pk)
+    data = request.POST if request.method == "POST" else (request.GET if "judge" in request.GET else None)
+    form = RunChoiceForm(data, evaluation=evaluation)
+    context = {"project": project, "evaluation": evaluation, "form": form, "estimate": None}
+    if form.is_bound and form.is_valid():
+        judge, version = form.cleaned_data["judge"], form.cleaned_data["rubric_version"]
+        try:
+            if request.method == "POST" and request.POST.get("confirm") == "yes":
+                run = services.launch_run(
+                    judge=judge, evaluation=evaluation, rubric_version=version, created_by=request.user
+                )
+                messages.success(request, f"Judge run launched: {run.total_calls} calls queued.")
+                return redirect("judge_run_detail", slug=project.slug, pk=run.pk)
+            services.check_launch(judge=judge, evaluation=evaluation, rubric_version=version)
+            context.update(
+                estimate=services.estimate_run(judge=judge, evaluation=evaluation, rubric_version=version),
+                judge=judge,
+                version=version,
+            )
+        except ValidationError as error:
+            form.add_error(None, error)
+    template = "judges/judge_run_create.html#estimate" if request.htmx else "judges/judge_run_create.html"
+    return render(request, template, context)
+
+
+def _run(project, pk: int) -> JudgeRun:
+    return get_object_or_404(
+        JudgeRun.objects.select_related("judge", "evaluation", "rubric_version__rubric", "rater"),
+        evaluation__project=project,
+        pk=pk,
+    )
+
+
+@require_GET
+@login_required
+def judge_run_detail(request, slug: str, pk: int):
+    project = get_project_for(request.user, slug, role=RESEARCHER)
+    run = _run(project, pk)
+    context = {"project": project, "run": run, "progress": services.run_progress(run)}
+    if request.htmx:
+        return render(request, "judges/judge_run_detail.html#progress", context)
+    problems = (
+        (run.calls.filter(status=JudgeCall.Status.FAILED) | run.calls.filter(parse_failed=True))
+        .select_related("item")
+        .order_by("-finished_at")[:RECENT_PROBLEMS]
+    )
+    context["problems"] = problems
+    return render(request, "judges/judge_run_detail.html", context)
+
+
+@require_POST
+@login_required
+def judge_run_cancel(request, slug: str, pk: int):
+    project = get_project_for(request.user, slug, role=RESEARCHER)
+    run = _run(project, pk)
+    if services.cancel_run(run=run):
+        messages.success(request, "Run cancelled. Calls in flight finish; resume to continue later.")
+    else:
+        messages.warning(request, "The run was not running.")
+    return redirect("judge_run_detail", slug=project.slug, pk=run.pk)
+
+
+@require_POST
+@login_required
+def judge_run_resume(request, slug: str, pk: int):
+    project = get_project_for(request.user, slug, role=RESEARCHER)
+    run = _run(project, pk)
+    reopened = services.resume_run(run=run)
+    messages.success(request, f"Run resumed; {reopened} failed or interrupted call(s) will be tried again.")
+    return redirect("judge_run_detail", slug=project.slug, pk=run.pk)
