@@ -5,11 +5,12 @@ once for almost no CPU. Answers are deterministic per request: the choice is see
 model, messages, `seed` and choice index, and always parses as the rubric's scale (a likert digit in one
 of the formats judges really write, a label from a JSON schema enum, or pairwise JSON).
 
-Faults are configured at start (`faults`, `fail_rate`) and can be overridden per request, either by a
-query suffix on the model name (``fake-judge?fault=429&fail_rate=1&latency_ms=10``,
-``fake-judge?logprobs=0``) or by headers (``X-Fake-Fault``, ``X-Fake-Fail-Rate``, ``X-Fake-Latency-Ms``).
-Whether a request is faulted is decided by a hash of its body, and a faulted request fails only on its first `fault_attempts` attempts (0 =
-always), so transient faults are retryable and runs stay reproducible.
+Faults are configured at start (`faults`, `fail_rate`) and can be overridden per request, either
+by a query suffix on the model name (``fake-judge?fault=429&fail_rate=1&latency_ms=10``,
+``fake-judge?logprobs=0``) or by headers (``X-Fake-Fault``, ``X-Fake-Fail-Rate``,
+``X-Fake-Latency-Ms``). Whether a request is faulted is decided by a hash of its body, and a faulted
+request fails only on its first `fault_attempts` attempts (0 = always), so transient faults are
+retryable and runs stay reproducible.
 
 Served models are named ``fake-*`` and listed with ``owned_by: "concord-fake"``: Concord labels any judge
 whose model starts with ``fake-`` as simulated.
