@@ -106,7 +106,8 @@ class RubricImportForm(forms.Form):
     )
 
     def clean(self):
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         upload, text = cleaned.get("file"), cleaned.get("text") or ""
         if upload and text.strip():
             raise forms.ValidationError("Give a file or pasted text, not both.")

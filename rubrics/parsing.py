@@ -34,7 +34,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -195,7 +195,10 @@ def mojibake_note(repairs: list[TextRepair], *, repaired: bool) -> str:
 
 
 def placeholder_problems(
-    template: str, *, declared: set[str] = frozenset(), is_metadata_key: Callable[[str], bool] | None = None
+    template: str,
+    *,
+    declared: Collection[str] = frozenset(),
+    is_metadata_key: Callable[[str], bool] | None = None,
 ) -> list[str]:
     """One message per unknown placeholder, naming its line and the closest known variable."""
     declared_lower = {name.lower() for name in declared}
@@ -258,7 +261,9 @@ def parse_scale_lines(lines: list[str]) -> tuple[list[dict[str, str]], str, list
     shape, matches = best
     if len(matches) < 2:
         return [], "", []
-    scale, problems, seen = [], [], {}
+    scale: list[dict[str, str]] = []
+    problems: list[str] = []
+    seen: dict[str, int] = {}
     for number, match in matches:
         value = match.group("value").strip()
         label = (match.groupdict().get("label") or value).strip()
@@ -516,7 +521,7 @@ def parse_json_spec(
     ]
     default_target = "pairwise" if kind == "pairwise" else "last_turn"
     default_format = "pairwise_json" if kind == "pairwise" else "score"
-    parsed_fields = {
+    parsed_fields: dict[str, Any] = {
         "criterion": _text_field(spec, "criterion", problems) or spec_name,
         "description": _text_field(spec, "description", problems),
         "instructions": _text_field(spec, "instructions", problems),

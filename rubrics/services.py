@@ -6,6 +6,7 @@ versions, and the trigger of evaluations/migrations/0002 refuses updates of rate
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,7 +58,7 @@ def metadata_key_checker(project: Project | None):
 
 
 def version_problems(
-    *, kind: str, fields: dict[str, Any], project: Project | None, declared: set[str] = frozenset()
+    *, kind: str, fields: dict[str, Any], project: Project | None, declared: Collection[str] = frozenset()
 ) -> list[str]:
     """What is wrong with the fields of a version of a rubric of `kind` (empty when nothing).
 

@@ -89,7 +89,7 @@ def test_import_rubric_from_seed_text_into_a_project(project, tmp_path):
     path.write_text(seed_text("001_cb6913e604c61025.txt"), encoding="utf-8")
     output = run("import_rubric", str(path), project=project.slug, name="Empathy")
     rubric = Rubric.objects.get(project=project, name="Empathy")
-    version = rubric.latest_version()
+    version = rubric.versions.latest("number")
     assert "Imported Empathy@1 (likert, target last_turn)" in output
     assert [o["label"] for o in version.scale] == ["Poor", "Fair", "Good", "Very Good", "Excellent"]
     assert version.prompt_template == seed_text("001_cb6913e604c61025.txt")

@@ -153,8 +153,8 @@ def test_editing_a_builtin_in_the_browser_makes_this_projects_copy(researcher_cl
     response = researcher_client.post(url("rubric_edit", project, version.rubric), data, follow=True)
     copy = Rubric.objects.get(project=project, name="Multi-turn chat quality")
     assert "this project&#x27;s own copy of the built-in rubric" in response.content.decode()
-    assert copy.latest_version().description == "Shorter."
-    assert copy.latest_version().prompt_template == seed_text("002_dc84c7214cd8bb97.txt")
+    assert copy.versions.latest("number").description == "Shorter."
+    assert copy.versions.latest("number").prompt_template == seed_text("002_dc84c7214cd8bb97.txt")
     assert version.rubric.versions.count() == 1
 
 
@@ -181,7 +181,7 @@ def test_import_pasted_seed_text(researcher_client, project):
     response = researcher_client.post(url("rubric_import", project), data)
     rubric = Rubric.objects.get(project=project, name="Repetition")
     assert response.status_code == 302 and response["Location"] == url("rubric_detail", project, rubric)
-    assert rubric.latest_version().scale[4]["label"] == "Not Repetitive"
+    assert rubric.versions.latest("number").scale[4]["label"] == "Not Repetitive"
 
 
 def test_import_uploaded_json_spec_with_mojibake_repair(researcher_client, project):
@@ -195,7 +195,7 @@ def test_import_uploaded_json_spec_with_mojibake_repair(researcher_client, proje
     response = researcher_client.post(
         url("rubric_import", project), {"file": upload, "repair_text": "on"}, follow=True
     )
-    version = Rubric.objects.get(project=project, name="Polite").latest_version()
+    version = Rubric.objects.get(project=project, name="Polite").versions.latest("number")
     assert version.prompt_template == "Isn’t it polite? {{Dialog}}"
     assert "Repaired mojibake at prompt_template line 1" in response.content.decode()
 
