@@ -1,0 +1,179 @@
+"""agreement.report from the ORM: figures, degenerate evaluations, slices and the query budget."""
+
+import numpy as np
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from sklearn.metrics import cohen_kappa_score
+
+from agreement.report import build_report, build_reports_by
+from tests.agreement.helpers import make_rated_evaluation, random_table
+
+pytestmark = pytest.mark.django_db
+
+
+def _block(evaluation, **kwargs):
+    return build_report(evaluation=evaluation, resamples=kwargs.pop("resamples", 100), **kwargs)["rubrics"][0]
+
+
+def _rater(block, name):
+    return next(r for r in block["raters"] if r["rater"] == name)
+
+
+def test_likert_model_figures_match_scikit_learn_against_each_person_and_the_mean(project):
+    rng = np.random.default_rng(5)
+    table = random_table(
+        rng, items=60, raters=["ann", "bob", "cy", "judge"], labels=list("12345"), missing=0.1
+    )
+    evaluation, _ = make_rated_evaluation(project, kind="likert", table=table, models=["judge"])
+
+    block = _block(evaluation)
+    judge = _rater(block, "judge")
+
+    # Against each person: kappa per person, then weighted by the items each shares with the model.
+    kappas, weights = [], []
+    for person in ["ann", "bob", "cy"]:
+        pairs = [(j, p) for j, p in zip(table["judge"], table[person], strict=True) if j and p]
+        j, p = zip(*pairs, strict=True)
+        kappas.append(cohen_kappa_score(j, p, labels=list("12345"), weights="quadratic"))
+        weights.append(len(pairs))
+    assert judge["vs_each_human"]["cohen_kappa"] == pytest.approx(np.average(kappas, weights=weights))
+    # Against the people's mean, rounded half up to a scale point for kappa.
+    means, model = [], []
+    for n in range(60):
+        people = [float(table[p][n]) for p in ["ann", "bob", "cy"] if table[p][n]]
+        if table["judge"][n] and people:
+            means.append(str(int(np.floor(np.mean(people) + 0.5))))
+            model.append(table["judge"][n])
+    expected = cohen_kappa_score(model, means, labels=list("12345"), weights="quadratic")
+    assert judge["vs_majority"]["cohen_kappa"] == pytest.approx(expected)
+    assert (
+        judge["ci"]["cohen_kappa"][0] <= judge["vs_majority"]["cohen_kappa"] <= judge["ci"]["cohen_kappa"][1]
+    )
+    assert set(judge["vs_majority"]) >= {"spearman", "kendall_tau_b", "pearson", "within_one", "mae", "bias"}
+    assert judge["verdict"]["label"] in {"better", "comparable", "worse"}
+
+
+def test_a_fractional_judge_score_is_kept_for_correlations_and_rounded_for_kappa(project):
+    table = {
+        "ann": [1, 2, 3, 4, 5, 3],
+        "bob": [1, 2, 3, 5, 5, 3],
+        "judge": ["1.2", "2.4", "2.5", "4.4", "4.6", "3"],
+    }
+    evaluation, _ = make_rated_evaluation(project, kind="likert", table=table, models=["judge"])
+    judge = _rater(_block(evaluation), "judge")
+    # Rounded: 1, 2, 3 (half up), 4, 5, 3 against means rounded 1, 2, 3, 5 (4.5 up), 5, 3.
+    assert judge["vs_majority"]["percent_agreement"] == pytest.approx(5 / 6)
+    assert judge["vs_majority"]["mae"] == pytest.approx(np.mean([0.2, 0.4, 0.5, 0.1, 0.4, 0]))
+    assert judge["vs_majority"]["bias"] == pytest.approx(np.mean([0.2, 0.4, -0.5, -0.1, -0.4, 0]))
+
+
+def test_categorical_report_has_f1_per_label_and_accuracy(project):
+    scale = [{"value": v, "label": v, "description": v} for v in ["yes", "no"]]
+    table = {
+        "ann": ["yes", "no", "yes", "no"],
+        "bob": ["yes", "no", "yes", "yes"],
+        "m": ["yes", "yes", "yes", "no"],
+    }
+    evaluation, _ = make_rated_evaluation(project, kind="categorical", table=table, models=["m"], scale=scale)
+    block = _block(evaluation)
+    m = _rater(block, "m")
+    # Majority: yes, no, yes, (tie: no majority) -> 3 items; model yes, yes, yes.
+    assert m["vs_majority"]["items"] == 3 and m["vs_majority"]["items_without_majority"] == 1
+    assert m["vs_majority"]["accuracy"] == pytest.approx(2 / 3)
+    assert m["vs_majority"]["f1_yes"] == pytest.approx(0.8)
+    assert m["vs_majority"]["f1_no"] == pytest.approx(0.0)
+
+
+def test_pairwise_report_gives_agreement_with_and_without_ties(project):
+    table = {
+        "ann": ["A", "B", "SAME", "A", "B"],
+        "bob": ["A", "B", "SAME", "B", "SAME"],
+        "judge": ["A", "SAME", "SAME", "A", "B"],
+    }
+    evaluation, _ = make_rated_evaluation(project, kind="pairwise", table=table, models=["judge"])
+    block = _block(evaluation)
+    hh = block["human_human"]
+    assert hh["agreement_with_ties"] == pytest.approx(3 / 5)
+    assert hh["agreement_without_ties"] == pytest.approx(2 / 3)  # item 5 dropped (a tie)
+    judge = _rater(block, "judge")
+    # (judge, person) pairs: A/A A/A, SAME/B SAME/B, SAME/SAME x2, A/A A/B, B/B B/SAME.
+    assert judge["vs_each_human"]["agreement_with_ties"] == pytest.approx(6 / 10)
+    assert judge["vs_each_human"]["agreement_without_ties"] == pytest.approx(4 / 5)
+
+
+def test_an_evaluation_without_ratings_gives_reasons_not_errors(project):
+    evaluation, _ = make_rated_evaluation(project, kind="likert", table={"ann": [None, None, None]})
+    block = _block(evaluation)
+    assert block["items"] == 3 and block["raters"] == []
+    assert block["human_human"]["krippendorff_alpha"] is None
+    assert "nothing to compare" in block["human_human"]["why"]["krippendorff_alpha"]
+    assert block["missing"]["items_without_human_rating"] == 3
+
+
+def test_one_rater_only_has_no_human_human_figures(project):
+    evaluation, _ = make_rated_evaluation(
+        project, kind="likert", table={"ann": [1, 2, 3], "m": [1, 2, 3]}, models=["m"]
+    )
+    block = _block(evaluation)
+    assert block["human_human"]["cohen_kappa"] is None
+    m = _rater(block, "m")
+    assert m["vs_majority"]["percent_agreement"] == 1.0
+    assert m["verdict"]["label"] == "undefined"
+
+
+def test_identical_ratings_say_kappa_is_undefined_and_why(project):
+    table = {"ann": ["4"] * 5, "bob": ["4"] * 5, "m": ["4"] * 5}
+    evaluation, _ = make_rated_evaluation(project, kind="likert", table=table, models=["m"])
+    block = _block(evaluation)
+    assert block["human_human"]["cohen_kappa"] is None
+    assert "all ratings identical" in block["human_human"]["why"]["cohen_kappa"]
+    assert block["human_human"]["percent_agreement"] == 1.0
+    m = _rater(block, "m")
+    assert (
+        m["vs_majority"]["cohen_kappa"] is None
+        and "all ratings identical" in m["vs_majority"]["why"]["cohen_kappa"]
+    )
+    assert m["verdict"]["metric"] == "percent_agreement"
+
+
+def test_items_with_one_rating_are_counted_and_left_out_of_human_human(project):
+    table = {"ann": [1, 2, 3, 4], "bob": [1, 2, None, None]}
+    evaluation, _ = make_rated_evaluation(project, kind="likert", table=table)
+    block = _block(evaluation)
+    assert block["human_human"]["items"] == 2
+    assert block["missing"]["items_with_one_human_rating"] == 2
+    assert block["human_human"]["percent_agreement"] == 1.0
+
+
+def test_a_model_with_only_parse_failures_counts_them_and_scores_nothing(project):
+    table = {"ann": [1, 2, 3], "bob": [1, 3, 3], "m": ["!", "!", "!"]}
+    evaluation, _ = make_rated_evaluation(project, kind="likert", table=table, models=["m"])
+    m = _rater(_block(evaluation), "m")
+    assert m["parse_failures"] == 3 and m["rated"] == 0 and m["items"] == 0
+    assert m["verdict"]["label"] == "undefined"
+    assert "percent_agreement" not in m["vs_majority"]
+
+
+def test_where_restricts_to_items_whose_metadata_matches(project):
+    table = {"ann": [1, 2, 3, 4], "bob": [1, 2, 4, 5]}
+    metadata = [{"bot": "x"}, {"bot": "x"}, {"bot": "y"}, {"bot": "y", "turn": 3}]
+    evaluation, _ = make_rated_evaluation(project, kind="likert", table=table, metadata=metadata)
+    assert _block(evaluation, where={"bot": "x"})["human_human"]["percent_agreement"] == 1.0
+    assert _block(evaluation, where={"bot": "y"})["human_human"]["percent_agreement"] == 0.0
+    assert _block(evaluation, where={"turn": "3"})["items"] == 1
+
+    by = build_reports_by(evaluation=evaluation, by="bot", resamples=0)
+    assert [(s["value"], s["rubrics"][0]["items"]) for s in by["slices"]] == [("x", 2), ("y", 2)]
+
+
+def test_the_report_reads_each_rubrics_ratings_in_one_query(project, django_assert_max_num_queries):
+    table = random_table(
+        np.random.default_rng(1), items=40, raters=["a", "b", "c", "m1", "m2"], labels=list("12345")
+    )
+    evaluation, _ = make_rated_evaluation(project, kind="likert", table=table, models=["m1", "m2"])
+    with CaptureQueriesContext(connection) as queries:
+        build_report(evaluation=evaluation, resamples=10)
+    rating_reads = [q["sql"] for q in queries.captured_queries if 'FROM "evaluations_rating"' in q["sql"]]
+    assert len(rating_reads) == 1
+    assert len(queries.captured_queries) <= 8
