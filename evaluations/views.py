@@ -1,0 +1,132 @@
+"""Evaluation pages: create, detail (summary, exports, ratings import, other apps' sections),
+export downloads and the ratings import. Researchers only (projects.access)."""
+
+import tempfile
+from pathlib import Path
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect
+from django_htmx.middleware import HtmxDetails
+
+from projects.access import RESEARCHER, get_project_for
+
+from . import exports
+from .forms import EvaluationForm, RatingsImportForm
+from .models import Evaluation
+from .ratings_import import RatingsImportError, import_ratings
+from .services import create_evaluation
+from .summary import summarise
+
+DETAIL = "evaluations/evaluation_detail.html"
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+def _evaluation(request, slug: str, pk: int) -> Evaluation:
+    project = get_project_for(request.user, slug, role=RESEARCHER)
+    return get_object_or_404(Evaluation.objects.select_related("project", "dataset"), project=project, pk=pk)
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def evaluation_create(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    project = get_project_for(request.user, slug, role=RESEARCHER)
+    form = EvaluationForm(request.POST or None, project=project)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            evaluation = create_evaluation(
+                project=project,
+                dataset=data["dataset"],
+                rubric_versions=list(data["rubric_versions"]),
+                name=data["name"],
+                overlap=data["overlap"],
+                order=data["order"],
+                created_by=request.user,
+            )
+        except ValidationError as error:
+            for message in error.messages:
+                form.add_error(None, message)
+        else:
+            messages.success(request, f"Evaluation {evaluation.name} created.")
+            return redirect("evaluation_detail", slug=project.slug, pk=evaluation.pk)
+    status = 400 if form.errors else 200
+    return render(
+        request, "evaluations/evaluation_create.html", {"project": project, "form": form}, status=status
+    )
+
+
+def _detail_context(evaluation: Evaluation, import_form: RatingsImportForm, **extra) -> dict:
+    return {
+        "project": evaluation.project,
+        "evaluation": evaluation,
+        "summary": summarise(evaluation),
+        "import_form": import_form,
+        "layouts": exports.LAYOUTS,
+        **extra,
+    }
+
+
+@require_GET
+@login_required
+def evaluation_detail(request: HtmxHttpRequest, slug: str, pk: int) -> HttpResponse:
+    evaluation = _evaluation(request, slug, pk)
+    return render(request, DETAIL, _detail_context(evaluation, RatingsImportForm()))
+
+
+@require_GET
+@login_required
+def evaluation_export(request: HtmxHttpRequest, slug: str, pk: int) -> StreamingHttpResponse:
+    """?layout=long|wide|jsonl: the ratings as a streamed download."""
+    evaluation = _evaluation(request, slug, pk)
+    layout = request.GET.get("layout", "long")
+    if layout not in exports.LAYOUTS:
+        raise Http404(f"No export layout {layout!r}; use one of {', '.join(exports.LAYOUTS)}.")
+    content_type = "application/x-ndjson" if layout == "jsonl" else "text/csv"
+    response = StreamingHttpResponse(
+        exports.stream(evaluation, layout), content_type=f"{content_type}; charset=utf-8"
+    )
+    response["Content-Disposition"] = f'attachment; filename="{exports.filename(evaluation, layout)}"'
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+def _import_upload(evaluation: Evaluation, upload):
+    """Save the upload to a temporary file with its suffix (the import streams from disk), then import it."""
+    suffix = Path(upload.name or "").suffix.lower()[:8]
+    with tempfile.NamedTemporaryFile(suffix=suffix) as handle:
+        for chunk in upload.chunks():
+            handle.write(chunk)
+        handle.flush()
+        return import_ratings(evaluation=evaluation, path=handle.name)
+
+
+@require_POST
+@login_required
+def ratings_import(request: HtmxHttpRequest, slug: str, pk: int) -> HttpResponse:
+    """Import the uploaded ratings, or show every problem with its line (the form is on the detail page)."""
+    evaluation = _evaluation(request, slug, pk)
+    detail_url = reverse("evaluation_detail", args=[evaluation.project.slug, evaluation.pk])
+    form = RatingsImportForm(request.POST, request.FILES)
+    problems: list[str] = []
+    if form.is_valid():
+        try:
+            result = _import_upload(evaluation, form.cleaned_data["file"])
+        except RatingsImportError as error:
+            problems = [error.summary().splitlines()[0], *error.messages]
+        else:
+            messages.success(
+                request, f"Ratings imported from {form.cleaned_data['file'].name}: {result.summary()}"
+            )
+            return HttpResponseClientRedirect(detail_url) if request.htmx else redirect(detail_url)
+    context = _detail_context(evaluation, form, import_problems=problems)
+    template = f"{DETAIL}#ratings-import" if request.htmx else DETAIL
+    return render(request, template, context, status=400)
