@@ -5,16 +5,15 @@
 - every rubric rates the item's response, so every item needs a response text;
 - a pairwise rubric (and any template naming `{baseline}` / `{baseline_model_response}`) needs a
   baseline text on every item;
-- a template that names any other placeholder that is not one of rendering's built-in variables
-  (dialog, context, history, prompt, response, sentence, ...) names a metadata key, which every
-  item must then have (names match case-insensitively, as in rendering).
+- a template that names any other placeholder (`{topic}`, `{{Topic}}`, `{metadata.topic}`; the
+  syntax of rubrics.rendering) that is not one of rendering's built-in variables names a metadata
+  key, which every item must then have (names match case-insensitively, as in rendering).
 
 The message names the rubric version, what is missing, how many items lack it and the first ids.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -25,25 +24,27 @@ from django.db.models import Q
 from datasets.models import Dataset, Item
 from projects.models import Project
 from rubrics.models import Rubric, RubricVersion
+from rubrics.rendering import BASELINE_VARIABLES, BUILTIN_VARIABLES, METADATA_PREFIX, placeholders
 
 from .models import Evaluation
 
-# Variables rendering provides from the item itself (DESIGN.md, "Variables a template can use").
-ITEM_VARIABLES = {"dialog", "context", "history", "prompt", "response", "sentence"}
-BASELINE_VARIABLES = {"baseline", "baseline_model_response"}
-# `{{Name}}` or `{name}` where the name looks like an identifier; other braces are literal text.
-PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}|(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
 SHOW_IDS = 5
 
 
 def template_placeholders(template: str) -> set[str]:
-    """Lower-cased names of the placeholders a prompt template uses."""
-    return {(double or single).lower() for double, single in PLACEHOLDER.findall(template)}
+    """Lower-cased names of the placeholders a prompt template uses (rendering's own syntax)."""
+    return {name.lower() for name, _line, _written in placeholders(template)}
 
 
 def metadata_keys_needed(version: RubricVersion) -> set[str]:
-    """Lower-cased metadata keys a rubric version's template names."""
-    return template_placeholders(version.prompt_template) - ITEM_VARIABLES - BASELINE_VARIABLES
+    """Lower-cased metadata keys a rubric version's template names: `{topic}` or `{metadata.topic}`."""
+    keys = set()
+    for name in template_placeholders(version.prompt_template):
+        if name.startswith(METADATA_PREFIX):
+            keys.add(name.removeprefix(METADATA_PREFIX))
+        elif name not in BUILTIN_VARIABLES:
+            keys.add(name)
+    return keys
 
 
 def needs_baseline(version: RubricVersion) -> bool:
