@@ -1,6 +1,6 @@
 // Keyboard rating. Digits pick a value in the highlighted ("active") rubric form and move on to the
 // next one; a / s / b pick A / SAME / B of the pairwise rubric (then the explanation box gets the
-// focus); Enter submits; Esc leaves a text box. The page works without this file.
+// focus); Enter submits; Esc leaves a text box for the next rubric. The page works without this file.
 (function () {
   "use strict";
 
@@ -57,7 +57,12 @@
     if (!form || event.ctrlKey || event.metaKey || event.altKey) { return; }
     var focused = document.activeElement;
     if (inTextBox(focused)) {
-      if (event.key === "Escape") { focused.blur(); return; }
+      if (event.key === "Escape") {
+        focused.blur();
+        var fieldset = focused.closest("fieldset.rubric-form");
+        if (fieldset) { moveOn(form, fieldset); }
+        return;
+      }
       // Enter in an explanation submits the ratings (Shift+Enter for a new line); in other boxes it
       // does what the browser does (e.g. submits the skip form).
       if (event.key === "Enter" && !event.shiftKey && focused.tagName === "TEXTAREA" && form.contains(focused)) {

@@ -1,0 +1,121 @@
+"""An annotator rates with the keyboard only in a real browser; the database holds exactly what they chose."""
+
+import pytest
+
+from datasets.models import Dataset, Item
+from evaluations.models import Rating, RatingRevision
+from rating.models import Assignment
+from rubrics.builtins import ensure_builtin_rubrics
+from rubrics.models import RubricVersion
+from tests import factories
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+HOSTILE = '<script>window.__owned = 1; alert("script")</script><img src=x onerror="window.__owned = 2">'
+SCREENSHOT = "/tmp/concord-rating-page.png"
+
+
+def builtin_versions() -> list[RubricVersion]:
+    ensure_builtin_rubrics()  # a transactional test before this one may have flushed the data migration's rows
+    versions = list(RubricVersion.objects.filter(rubric__project__isnull=True).select_related("rubric"))
+    assert sorted(v.rubric.kind for v in versions) == ["likert", "likert", "likert", "pairwise"]
+    return versions
+
+
+def make_study(annotator):
+    project = factories.make_project(name="Browser study", annotators=[annotator])
+    dataset = Dataset.objects.create(project=project, name="Chats")
+    Item.objects.bulk_create(
+        Item(
+            dataset=dataset,
+            external_id=f"c-{n}",
+            position=n,
+            context=[
+                {"speaker": "USER", "text": "I lost my job today and I feel awful." if n else HOSTILE},
+                {"speaker": "BOT", "text": "I'm sorry to hear that. Do you want to talk about it?"},
+                {"speaker": "USER", "text": "Yes. I don't know what to do next."},
+            ],
+            response={
+                "speaker": "BOT",
+                "text": f"That sounds hard. What did you enjoy most in that job? ({n})",
+            },
+            baseline={"speaker": "BOT", "text": f"Ok. Look for a new job. ({n})"},
+        )
+        for n in range(3)
+    )
+    evaluation = factories.make_evaluation(
+        project, dataset, builtin_versions(), overlap=1, annotators=[annotator]
+    )
+    return evaluation
+
+
+def log_in(page, live_server, next_url):
+    page.goto(f"{live_server.url}/login/?next={next_url}")
+    page.fill("input[name=username]", "anna")
+    page.fill("input[name=password]", "pw-concord-123")
+    page.keyboard.press("Enter")
+    page.wait_for_url(lambda url: "/login/" not in url)
+
+
+def rate_current_item_with_keys(page, *, sentence: str, empathy: str, choice: str, repetition: str):
+    """Forms are in rubric-name order: context fit, empathy, multi-turn quality (pairwise), repetitiveness."""
+    item_before = page.get_attribute("#rating-panel", "data-item")
+    page.keyboard.press(sentence)
+    page.keyboard.press(empathy)
+    page.keyboard.press(choice)  # focus goes to the required explanation
+    page.keyboard.type("The left one asks a caring question.")
+    page.keyboard.press("Escape")  # leaves the box for the next rubric
+    page.keyboard.press(repetition)
+    page.keyboard.press("Enter")
+    page.wait_for_function(
+        "before => { const p = document.getElementById('rating-panel'); return !p || p.dataset.item !== before }",
+        arg=item_before,
+    )
+    return int(item_before)
+
+
+def test_annotator_rates_and_revises_with_the_keyboard_only(browser_page, live_server, annotator):
+    page = browser_page
+    dialogs = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    evaluation = make_study(annotator)
+    slug = evaluation.project.slug
+    log_in(page, live_server, f"/p/{slug}/evaluations/{evaluation.pk}/rate/")
+
+    # The hostile dialog text is shown as text, never run.
+    assert page.locator(".turn", has_text="<script>window.__owned").count() == 1
+    assert page.evaluate("window.__owned") is None
+    page.screenshot(path=SCREENSHOT, full_page=True)
+
+    first = rate_current_item_with_keys(page, sentence="3", empathy="4", choice="a", repetition="2")
+    assert "Saved c-0." in page.inner_text("#rating-panel")
+    second = rate_current_item_with_keys(page, sentence="5", empathy="1", choice="s", repetition="5")
+
+    # Revise the first item from its page: the first form is active, 1 replaces 3, Enter saves.
+    page.goto(f"{live_server.url}/p/{slug}/evaluations/{evaluation.pk}/rate/{first}/")
+    page.keyboard.press("1")
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/rate/history/")
+    assert "Revised c-0." in page.inner_text("main")
+
+    assert dialogs == [] and page.evaluate("window.__owned") is None
+    ratings = Rating.objects.filter(evaluation=evaluation, rater__user=annotator).select_related(
+        "rubric_version"
+    )
+    by_item = {
+        (r.item_id, r.rubric_version.rubric.name): (r.value, r.explanation, r.side_shown) for r in ratings
+    }
+    left = {a.item_id: a.left_side for a in Assignment.objects.filter(evaluation=evaluation)}
+    canonical_left = {"baseline": "A", "response": "B"}
+    reason = "The left one asks a caring question."
+    assert by_item == {
+        (first, "Context fit and emotion attention"): ("1", "", ""),
+        (first, "Empathetical understanding"): ("4", "", ""),
+        (first, "Multi-turn chat quality"): (canonical_left[left[first]], reason, left[first]),
+        (first, "Repetitiveness"): ("2", "", ""),
+        (second, "Context fit and emotion attention"): ("5", "", ""),
+        (second, "Empathetical understanding"): ("1", "", ""),
+        (second, "Multi-turn chat quality"): ("SAME", reason, left[second]),
+        (second, "Repetitiveness"): ("5", "", ""),
+    }
+    assert list(RatingRevision.objects.values_list("value", flat=True)) == ["3"]
