@@ -16,7 +16,7 @@ SCREENSHOT = "/tmp/concord-rating-page.png"
 
 
 def builtin_versions() -> list[RubricVersion]:
-    ensure_builtin_rubrics()  # a transactional test before this one may have flushed the data migration's rows
+    ensure_builtin_rubrics()  # an earlier transactional test may have flushed the migration's rows
     versions = list(RubricVersion.objects.filter(rubric__project__isnull=True).select_related("rubric"))
     assert sorted(v.rubric.kind for v in versions) == ["likert", "likert", "likert", "pairwise"]
     return versions
@@ -68,7 +68,7 @@ def rate_current_item_with_keys(page, *, sentence: str, empathy: str, choice: st
     page.keyboard.press(repetition)
     page.keyboard.press("Enter")
     page.wait_for_function(
-        "before => { const p = document.getElementById('rating-panel'); return !p || p.dataset.item !== before }",
+        "old => { const p = document.getElementById('rating-panel'); return !p || p.dataset.item !== old }",
         arg=item_before,
     )
     return int(item_before)
