@@ -14,7 +14,7 @@ class DatasetUploadForm(forms.Form):
     file = forms.FileField()
 
     def clean(self):
-        data = super().clean()
+        data = super().clean() or {}
         if data.get("repair_text") and data.get("keep_mojibake"):
             raise forms.ValidationError("Choose either repairing mojibake or keeping it, not both.")
         return data

@@ -225,7 +225,7 @@ class EntryStream:
         readers = {"jsonl": _read_jsonl, "json": _read_json_array, "csv-long": _read_csv_long}
         newline = "" if self.fmt.startswith("csv") else None
         with open_text(self.path, self.encoding, newline=newline) as stream:
-            self._raw = stream.buffer
+            self._raw = getattr(stream, "buffer", None)
             counter = _LineCounter(stream)
             try:
                 if self.fmt == "csv-wide":
@@ -554,10 +554,9 @@ def parse_dialog_cell(cell: str) -> list:
         return []
     if cell.lstrip().startswith("["):
         try:
-            turns = json.loads(cell)
+            return json.loads(cell)
         except json.JSONDecodeError as error:
             raise ValueError(f"the dialog cell looks like JSON but is malformed: {error.msg}") from None
-        return turns
     turns: list[dict[str, str]] = []
     for n, text in enumerate(cell.splitlines(), start=1):
         match = SPEAKER_LINE.match(text)

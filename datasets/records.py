@@ -212,7 +212,7 @@ def _parse_turn(raw: Any, where: str, problems: _Collector) -> dict[str, str] | 
         problems.add(f"{where}.{speaker_key}", f"{speaker_key} longer than {MAX_SPEAKER_CHARS} characters")
         ok = False
     text = _turn_text(raw.get(text_key), f"{where}.{text_key}", problems)
-    if text is None or not ok:
+    if text is None or not ok or not isinstance(speaker, str):
         return None
     return {"speaker": speaker, "text": text}
 

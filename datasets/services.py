@@ -194,7 +194,8 @@ def _validate(
     base = 0
     if target is not None:
         existing_ids = set(target.items.values_list("external_id", flat=True))
-        base = (target.items.aggregate(top=Max("position"))["top"] or -1) + 1
+        top = target.items.aggregate(top=Max("position"))["top"]
+        base = 0 if top is None else top + 1
     seen: dict[str, int | None] = {}
     writer = _row_writer(spool)
     mojibake_warned = 0
@@ -327,9 +328,12 @@ class _spool:
 
 
 def _row_writer(spool: IO[str]) -> Callable[[ItemRecord, int], None]:
-    if connection.vendor == "postgresql":
-        return lambda record, position: spool.write(_copy_line(record, position))
-    return lambda record, position: spool.write(_json_line(record, position))
+    line = _copy_line if connection.vendor == "postgresql" else _json_line
+
+    def write(record: ItemRecord, position: int) -> None:
+        spool.write(line(record, position))
+
+    return write
 
 
 def _copy_escape(value: str) -> str:
