@@ -1,0 +1,200 @@
+import pytest
+from django.template import Context, Template
+from django.urls import reverse
+
+from judges import services
+from judges.models import Judge, JudgeRun
+from tests import factories
+from tests.judges.conftest import TEST_KEY_ENV, make_judge
+
+
+@pytest.fixture
+def judge(project, fake_llm):
+    return make_judge(project, fake_llm)
+
+
+@pytest.fixture
+def evaluation_setup(project):
+    version = factories.make_rubric(project=project, name="Quality")
+    evaluation = factories.make_evaluation(project, factories.make_dataset(project, items=3), [version])
+    return evaluation, version
+
+
+def judge_pages(project, judge):
+    return [
+        reverse("judge_list", args=[project.slug]),
+        reverse("judge_create", args=[project.slug]),
+        reverse("judge_detail", args=[project.slug, judge.pk]),
+    ]
+
+
+def test_researcher_sees_judge_pages(researcher_client, project, judge):
+    for url in judge_pages(project, judge):
+        assert researcher_client.get(url).status_code == 200
+
+
+def test_annotator_is_refused_judge_pages(annotator_client, project, judge):
+    for url in judge_pages(project, judge):
+        assert annotator_client.get(url).status_code == 403
+
+
+def test_outsider_does_not_learn_the_project_exists(outsider_client, project, judge):
+    for url in judge_pages(project, judge):
+        assert outsider_client.get(url).status_code == 404
+
+
+def test_simulated_judges_are_labelled_in_the_list(researcher_client, project, judge):
+    page = researcher_client.get(reverse("judge_list", args=[project.slug])).content.decode()
+    assert "fake judge" in page and "simulated" in page
+
+
+def test_creating_a_judge_stores_the_variable_name_not_a_key(researcher_client, project):
+    response = researcher_client.post(
+        reverse("judge_create", args=[project.slug]),
+        {
+            "name": "gpt judge",
+            "base_url": "https://api.example.test/v1",
+            "model": "gpt-4o-mini",
+            "api_key_env": "MY_OPENAI_KEY",
+            "temperature": "0",
+            "max_tokens": "64",
+            "samples": "1",
+            "requests_per_minute": "500",
+            "tokens_per_minute": "0",
+            "concurrency": "8",
+            "price_input_per_million": "0.15",
+            "price_output_per_million": "0.6",
+            "request_timeout": "30",
+            "cache_enabled": "on",
+        },
+    )
+    judge = Judge.objects.get(name="gpt judge")
+    assert response.status_code == 302
+    assert judge.api_key_env == "MY_OPENAI_KEY" and not judge.is_simulated
+
+
+def test_a_key_pasted_as_the_variable_name_is_refused_and_nothing_saved(researcher_client, project):
+    response = researcher_client.post(
+        reverse("judge_create", args=[project.slug]),
+        {
+            "name": "oops",
+            "base_url": "https://api.example.test/v1",
+            "model": "m",
+            "api_key_env": "sk-abc-123",
+            "temperature": "0",
+            "max_tokens": "64",
+            "samples": "1",
+            "requests_per_minute": "0",
+            "tokens_per_minute": "0",
+            "concurrency": "1",
+            "price_input_per_million": "0",
+            "price_output_per_million": "0",
+            "request_timeout": "30",
+        },
+    )
+    assert response.status_code == 200
+    assert "not the key itself" in response.content.decode()
+    assert not Judge.objects.filter(name="oops").exists()
+
+
+def test_the_api_key_never_appears_on_the_judge_page(researcher_client, project, judge, monkeypatch):
+    monkeypatch.setenv(TEST_KEY_ENV, "sk-very-secret-value")
+    page = researcher_client.get(reverse("judge_detail", args=[project.slug, judge.pk])).content.decode()
+    assert TEST_KEY_ENV in page
+    assert "sk-very-secret-value" not in page
+
+
+def test_test_connection_shows_the_reply_and_marks_the_fake_server_simulated(
+    researcher_client, project, fake_llm
+):
+    judge = make_judge(project, fake_llm, name="plain name", model="fake-gpt")
+    url = reverse("judge_test_connection", args=[project.slug, judge.pk])
+    response = researcher_client.post(url, headers={"HX-Request": "true"})
+    html = response.content.decode()
+    assert 'id="judge-connection"' in html and "<html" not in html
+    assert "connected" in html and "simulated model" in html
+    judge.refresh_from_db()
+    assert judge.simulated
+
+
+def test_test_connection_shows_the_error_for_an_unknown_model(researcher_client, project, fake_llm):
+    judge = make_judge(project, fake_llm, model="gpt-unknown")
+    response = researcher_client.post(reverse("judge_test_connection", args=[project.slug, judge.pk]))
+    assert "model or endpoint not found (404)" in response.content.decode()
+
+
+def test_run_create_shows_calls_tokens_and_cost_before_launch(
+    researcher_client, project, judge, evaluation_setup
+):
+    evaluation, version = evaluation_setup
+    url = reverse("judge_run_create", args=[project.slug, evaluation.pk])
+    page = researcher_client.get(url, {"judge": judge.pk, "rubric_version": version.pk}).content.decode()
+    assert "<strong>3</strong> calls" in page and "Estimated cost" in page
+    assert not JudgeRun.objects.exists()
+
+
+def test_confirming_launches_the_run_and_queues_its_first_lane(
+    researcher_client, project, judge, evaluation_setup, django_capture_on_commit_callbacks, no_enqueue
+):
+    evaluation, version = evaluation_setup
+    url = reverse("judge_run_create", args=[project.slug, evaluation.pk])
+    with django_capture_on_commit_callbacks(execute=True):
+        response = researcher_client.post(
+            url, {"judge": judge.pk, "rubric_version": version.pk, "confirm": "yes"}
+        )
+    run = JudgeRun.objects.get()
+    assert response.url == reverse("judge_run_detail", args=[project.slug, run.pk])
+    assert run.total_calls == 3 and no_enqueue == [(run.pk, 0)]
+
+
+def test_run_page_polls_progress_while_running_and_stops_when_done(
+    researcher_client, project, judge, evaluation_setup
+):
+    evaluation, version = evaluation_setup
+    run = services.launch_run(judge=judge, evaluation=evaluation, rubric_version=version)
+    url = reverse("judge_run_detail", args=[project.slug, run.pk])
+    partial = researcher_client.get(url, headers={"HX-Request": "true"}).content.decode()
+    assert 'hx-trigger="every 2s"' in partial and "0 / 3" in partial
+    services.work_lane(run_id=run.pk, lane=0)
+    page = researcher_client.get(url).content.decode()
+    assert "3 / 3" in page and "every 2s" not in page and "simulated model" in page
+
+
+def test_run_page_query_count_does_not_grow_with_the_run(
+    researcher_client, project, judge, evaluation_setup, django_assert_max_num_queries
+):
+    evaluation, version = evaluation_setup
+    run = services.launch_run(judge=judge, evaluation=evaluation, rubric_version=version)
+    services.work_lane(run_id=run.pk, lane=0)
+    with django_assert_max_num_queries(10):
+        researcher_client.get(reverse("judge_run_detail", args=[project.slug, run.pk]))
+
+
+def test_cancel_and_resume_from_the_run_page(researcher_client, project, judge, evaluation_setup):
+    evaluation, version = evaluation_setup
+    run = services.launch_run(judge=judge, evaluation=evaluation, rubric_version=version)
+    researcher_client.post(reverse("judge_run_cancel", args=[project.slug, run.pk]))
+    run.refresh_from_db()
+    assert run.status == JudgeRun.Status.CANCELLED
+    researcher_client.post(reverse("judge_run_resume", args=[project.slug, run.pk]))
+    run.refresh_from_db()
+    assert run.status == JudgeRun.Status.RUNNING
+
+
+def test_annotator_cannot_see_or_cancel_judge_runs(annotator_client, project, judge, evaluation_setup):
+    evaluation, version = evaluation_setup
+    run = services.launch_run(judge=judge, evaluation=evaluation, rubric_version=version)
+    assert annotator_client.get(reverse("judge_run_detail", args=[project.slug, run.pk])).status_code == 403
+    assert annotator_client.post(reverse("judge_run_cancel", args=[project.slug, run.pk])).status_code == 403
+    run.refresh_from_db()
+    assert run.status == JudgeRun.Status.RUNNING
+
+
+def test_evaluation_section_lists_runs_and_links_to_a_new_run(project, judge, evaluation_setup):
+    evaluation, version = evaluation_setup
+    services.launch_run(judge=judge, evaluation=evaluation, rubric_version=version)
+    html = Template("{% load judge_tags %}{% evaluation_judge_runs evaluation %}").render(
+        Context({"evaluation": evaluation})
+    )
+    assert "fake judge" in html and "simulated" in html
+    assert reverse("judge_run_create", args=[project.slug, evaluation.pk]) in html
