@@ -252,7 +252,7 @@ def usr_rubric_specs() -> list[dict]:
                 "instructions": f"Rate the last response on a scale from {values[0]} to {values[-1]}.",
                 "scale": usr_scale(criterion),
                 "prompt_template": (
-                    f"{_USR_DESCRIPTIONS[criterion]}\n\nPersona of the responder:\n{{fact}}\n\n"
+                    f"{_USR_DESCRIPTIONS[criterion]}\n\nPersona of the responder:\n{{metadata.fact}}\n\n"
                     "Dialog:\n{dialog}\n\n"
                     f"Rate the last response from {values[0]} to {values[-1]}. Score:"
                 ),

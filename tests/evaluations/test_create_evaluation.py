@@ -35,7 +35,9 @@ def test_template_naming_a_metadata_key_needs_it_on_every_item(project):
     dataset = factories.make_dataset(project, items=4)
     Item.objects.filter(external_id="d-2").update(metadata={})
     ok = factories.make_rubric(project=project, name="Topical", template="Topic {{Topic}}:\n{{Dialog}}")
-    missing = factories.make_rubric(project=project, name="Moody", template='Mood {metadata.mood} {{Dialog}} {"a": 1}')
+    missing = factories.make_rubric(
+        project=project, name="Moody", template='Mood {metadata.mood} {{Dialog}} {"a": 1}'
+    )
     with pytest.raises(ValidationError) as caught:
         create_evaluation(project=project, dataset=dataset, rubric_versions=[ok, missing], name="E")
     messages = caught.value.messages
