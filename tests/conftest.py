@@ -5,6 +5,12 @@ import pytest
 from tests import factories
 
 
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """Real hashing costs about a second per user; tests make many users."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def researcher(db):
     return factories.make_user("rita")
