@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -44,6 +44,9 @@ def chosen_version(rubric: Rubric, raw: str | None) -> RubricVersion:
     return version
 
 
+PREVIEW_ITEM_CHOICES = 100
+
+
 @dataclass
 class Preview:
     """What the preview region shows: the picked item, its rendered prompt or why there is none."""
@@ -52,10 +55,31 @@ class Preview:
     dataset_id: int | None
     item_id: str
     swapped: bool
+    item_ids: list[str] = field(default_factory=list)
     item: object | None = None
     prompt: str = ""
+    warning: str = ""
     error: str = ""
     sample: bool = False
+
+
+def pick_item(preview: Preview, datasets: list, params) -> None:
+    """The item of the chosen dataset (default: the first dataset) named in the request, else its first."""
+    raw = params.get("dataset") or ""
+    dataset = next((d for d in datasets if str(d.pk) == raw), datasets[0])
+    preview.dataset_id = dataset.pk
+    items = dataset.items.order_by("position")
+    preview.item_ids = list(items.values_list("external_id", flat=True)[:PREVIEW_ITEM_CHOICES])
+    if preview.item_id:
+        preview.item = items.filter(external_id=preview.item_id).first()
+        if preview.item is None:
+            preview.warning = f"No item {preview.item_id!r} in {dataset.name}; showing its first item."
+    if preview.item is None:
+        preview.item = items.first()
+    if preview.item is None:
+        preview.error = f"{dataset.name} has no items."
+        return
+    preview.item_id = preview.item.external_id
 
 
 def build_preview(project: Project, version: RubricVersion, params) -> Preview:
@@ -64,22 +88,12 @@ def build_preview(project: Project, version: RubricVersion, params) -> Preview:
         datasets=datasets, dataset_id=None, item_id=(params.get("item") or "").strip(),
         swapped=params.get("swapped") in ("1", "on", "true"),
     )  # fmt: skip
-    if not datasets:
-        preview.item, preview.sample = SAMPLE_ITEM, True
+    if datasets:
+        pick_item(preview, datasets, params)
     else:
-        raw = params.get("dataset") or ""
-        dataset = next((d for d in datasets if str(d.pk) == raw), datasets[0])
-        preview.dataset_id = dataset.pk
-        items = dataset.items.order_by("position")
-        preview.item = items.filter(external_id=preview.item_id).first() if preview.item_id else items.first()
-        if preview.item is None:
-            preview.error = (
-                f"No item {preview.item_id!r} in {dataset.name}."
-                if preview.item_id
-                else f"{dataset.name} is empty."
-            )
-            return preview
-        preview.item_id = preview.item.external_id
+        preview.item, preview.sample = SAMPLE_ITEM, True
+    if preview.error:
+        return preview
     try:
         preview.prompt = render_prompt(version, preview.item, swapped=preview.swapped)
     except RenderError as error:

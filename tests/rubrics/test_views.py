@@ -90,14 +90,16 @@ def test_plain_preview_returns_the_whole_page_with_the_prompt(researcher_client,
     assert "### Response A\nI am fine, thanks for asking (1)." in body
 
 
-def test_preview_of_a_missing_item_says_so(researcher_client, builtins, project):
+def test_preview_of_a_missing_item_says_so_and_shows_the_first(researcher_client, builtins, project):
     dataset = factories.make_dataset(project, items=1)
     response = researcher_client.get(
         url("rubric_preview", project, builtins["Repetitiveness"].rubric),
         {"dataset": dataset.pk, "item": "zz"},
         **HTMX,
     )
-    assert f"No item &#x27;zz&#x27; in {dataset.name}." in response.content.decode()
+    body = response.content.decode()
+    assert f"No item &#x27;zz&#x27; in {dataset.name}; showing its first item." in body
+    assert "USER: Hello number 0, how are you?" in body
 
 
 def test_preview_of_a_pairwise_rubric_for_an_item_without_baseline_says_so(
@@ -213,3 +215,15 @@ def test_import_refusals_are_shown_and_nothing_is_saved(researcher_client, proje
     assert response.status_code == 400
     assert message in response.content.decode()
     assert not Rubric.objects.filter(project=project).exists()
+
+
+def test_preview_region_carries_its_picker_with_the_datasets_item_ids(researcher_client, builtins, project):
+    dataset = factories.make_dataset(project, items=3, name="Small talk")
+    response = researcher_client.get(
+        url("rubric_preview", project, builtins["Repetitiveness"].rubric), {"dataset": dataset.pk}, **HTMX
+    )
+    body = response.content.decode()
+    assert 'name="item" value="d-0"' in body
+    assert '<option value="d-0"><option value="d-1"><option value="d-2">' in body
+    assert f'<option value="{dataset.pk}" selected>Small talk</option>' in body
+    assert 'hx-get="/p/demo-study/rubrics/' in body and 'action="/p/demo-study/rubrics/' in body
