@@ -41,9 +41,3 @@ def sample_item():
         baseline={"speaker": "BOT", "text": "Cats live about fifteen years."},
         metadata={"topic": "Pet_Loss"},
     )
-
-
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    """The persona fixtures hash passwords; PBKDF2 costs about a second per user on a busy machine."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
