@@ -111,6 +111,8 @@ SECRET_KEY = env_str("SECRET_KEY", "concord-insecure-development-key-change-me")
 DEBUG = env_bool("DEBUG", True)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+# A refused rating submit gets its form back with what was typed; other pages get Django's page.
+CSRF_FAILURE_VIEW = "rating.views.csrf_failure"
 if not DEBUG and SECRET_KEY.startswith("concord-insecure"):
     raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
 
