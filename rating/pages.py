@@ -95,6 +95,8 @@ def pairwise_options(version: RubricVersion, left_side: str) -> list[Option]:
 
 
 def _current_answers(*, evaluation: Evaluation, assignment: Assignment) -> dict[str, str]:
+    if assignment.status == Assignment.Status.RESERVED:
+        return {}  # nobody is handed an item twice, so a fresh reservation has no answers yet
     rater = Rater.objects.filter(project_id=evaluation.project_id, user_id=assignment.user_id).first()
     if rater is None:
         return {}

@@ -438,7 +438,7 @@ def annotator_progress(*, user) -> list[Progress]:
         .annotate(
             total=Subquery(items.annotate(n=Count("pk")).values("n")[:1]),
             done=Subquery(done.order_by().values("evaluation_id").annotate(n=Count("pk")).values("n")[:1]),
-            annotator_count=Subquery(annotators.annotate(n=Count("pk")).values("n")[:1]),
+            annotator_count=Subquery(annotators.annotate(n=Count("pk")).values("n")[:1]),  # type: ignore[misc]
         )
         .order_by("project__name", "name")
     )

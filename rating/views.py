@@ -6,6 +6,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse, reverse_lazy
+from django.views import csrf as csrf_views
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect, push_url
 from django_htmx.middleware import HtmxDetails
@@ -40,6 +41,14 @@ def _evaluation_for_researcher(request: HttpRequest, slug: str, pk: int) -> Eval
 def _assignment(evaluation: Evaluation, item_id: int, user) -> Assignment:
     return get_object_or_404(
         Assignment.objects.select_related("item"), evaluation=evaluation, item_id=item_id, user=user
+    )
+
+
+def _own_assignment(evaluation: Evaluation, item_id: int, user) -> Assignment | None:
+    return (
+        Assignment.objects.select_related("item")
+        .filter(evaluation=evaluation, item_id=item_id, user=user)
+        .first()
     )
 
 
@@ -81,7 +90,9 @@ def rate_item(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -> Htt
     return render(request, RATE_TEMPLATE + ("#panel" if request.htmx else ""), context)
 
 
-def _after_rating(request: HtmxHttpRequest, evaluation: Evaluation, notice: str) -> HttpResponse:
+def _after_rating(
+    request: HtmxHttpRequest, evaluation: Evaluation, notice: str, versions=None
+) -> HttpResponse:
     """The next item: swapped in place for htmx, a redirect otherwise."""
     if not request.htmx:
         messages.success(request, notice)
@@ -90,7 +101,9 @@ def _after_rating(request: HtmxHttpRequest, evaluation: Evaluation, notice: str)
     if assignment is None:
         messages.success(request, f"{notice} Nothing left for you to rate in “{evaluation.name}”. Thank you!")
         return HttpResponseClientRedirect(reverse("annotator_home"))
-    context = pages.rating_context(evaluation=evaluation, assignment=assignment, notice=notice)
+    context = pages.rating_context(
+        evaluation=evaluation, assignment=assignment, notice=notice, versions=versions
+    )
     response = render(request, RATE_TEMPLATE + "#panel", context)
     return push_url(
         response, reverse("rate_item", args=[evaluation.project.slug, evaluation.pk, assignment.item_id])
@@ -105,11 +118,7 @@ def _refused(request: HtmxHttpRequest, context: dict, status: int) -> HttpRespon
 @login_required
 def rate_submit(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -> HttpResponse:
     evaluation = _evaluation_for_annotator(request, slug, pk)
-    assignment = (
-        Assignment.objects.select_related("item")
-        .filter(evaluation=evaluation, item_id=item_id, user=request.user)
-        .first()
-    )
+    assignment = _own_assignment(evaluation, item_id, request.user)
     if assignment is None:
         # Nothing to show the item with, so say so plainly (and keep nothing).
         return render(
@@ -154,7 +163,7 @@ def rate_submit(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -> H
         messages.success(request, notice)
         history = reverse("rate_history", args=[slug, pk])
         return HttpResponseClientRedirect(history) if request.htmx else redirect(history)
-    return _after_rating(request, evaluation, f"Saved {assignment.item.external_id}.")
+    return _after_rating(request, evaluation, f"Saved {assignment.item.external_id}.", versions=versions)
 
 
 @require_POST
@@ -263,3 +272,29 @@ set_password = auth_views.PasswordResetConfirmView.as_view(
 set_password_done = auth_views.PasswordResetCompleteView.as_view(
     template_name="rating/set_password_done.html"
 )
+
+
+def csrf_failure(request: HtmxHttpRequest, reason: str = "") -> HttpResponse:
+    """CSRF refusals: a rating submit gets its form back with what was typed; anything else, Django's page.
+
+    Set as CSRF_FAILURE_VIEW. The form it returns carries a fresh token, so submitting again works.
+    """
+    match = request.resolver_match
+    if match is not None and match.url_name == "rate_submit" and request.user.is_authenticated:
+        evaluation = Evaluation.objects.filter(pk=match.kwargs["pk"], annotators=request.user).first()
+        assignment = evaluation and _own_assignment(evaluation, match.kwargs["item_id"], request.user)
+        if evaluation is not None and assignment:
+            errors = services.AnswerErrors(
+                general=[
+                    "Not saved: the form's security token was missing or out of date (perhaps you logged out "
+                    "in another tab). Your answers are still below; submit again."
+                ]
+            )
+            context = pages.rating_context(
+                evaluation=evaluation,
+                assignment=assignment,
+                typed=pages.typed_values(request.POST),
+                errors=errors,
+            )
+            return render(request, RATE_TEMPLATE + ("#panel" if request.htmx else ""), context, status=403)
+    return csrf_views.csrf_failure(request, reason=reason)

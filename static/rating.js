@@ -85,11 +85,12 @@
     }
   });
 
-  // Refusals (bad input, reservation taken) come back as 400/409 with the form and its message:
+  // Refusals (bad input, reservation taken, stale CSRF token) come back as 400/403/409 with the form:
   // show them in place. Anything else that fails keeps the page, and what was typed, as it is.
   document.addEventListener("htmx:beforeSwap", function (event) {
     var status = event.detail.xhr.status;
-    if ((status === 400 || status === 409) && event.detail.target.id === "rating-panel") {
+    var isPanel = event.detail.xhr.responseText.indexOf('id="rating-panel"') !== -1;
+    if ((status === 400 || status === 403 || status === 409) && isPanel && event.detail.target.id === "rating-panel") {
       event.detail.shouldSwap = true;
       event.detail.isError = false;
     }

@@ -50,11 +50,14 @@ def test_adding_an_unknown_username_adds_nobody(researcher_client, evaluation):
 
 def test_new_account_gets_a_one_time_set_password_link(researcher_client, evaluation):
     response = researcher_client.post(
-        url("annotator_create", evaluation), {"username": "carla", "email": "c@example.org"},
+        url("annotator_create", evaluation),
+        {"username": "carla", "email": "c@example.org"},
         headers={"HX-Request": "true"},
     )
     page = response.content.decode()
-    link = re.search(r'<code class="set-password-link">(http://testserver/set-password/[^<]+)</code>', page).group(1)
+    link = re.search(
+        r'<code class="set-password-link">(http://testserver/set-password/[^<]+)</code>', page
+    ).group(1)
     carla = get_user_model().objects.get(username="carla")
     assert not carla.has_usable_password() and evaluation.annotators.filter(pk=carla.pk).exists()
 
@@ -62,7 +65,8 @@ def test_new_account_gets_a_one_time_set_password_link(researcher_client, evalua
     form_page = visitor.get(link, follow=True)
     assert "Set your password" in form_page.content.decode()
     done = visitor.post(
-        form_page.redirect_chain[-1][0], {"new_password1": "a-long-pass-123", "new_password2": "a-long-pass-123"}
+        form_page.redirect_chain[-1][0],
+        {"new_password1": "a-long-pass-123", "new_password2": "a-long-pass-123"},
     )
     assert done.status_code == 302
     assert Client().login(username="carla", password="a-long-pass-123")
@@ -72,12 +76,14 @@ def test_new_account_gets_a_one_time_set_password_link(researcher_client, evalua
 
 def test_settings_change_overlap_timeout_and_refuse_bad_numbers(researcher_client, evaluation):
     researcher_client.post(
-        url("assignment_settings", evaluation), {"overlap": "3", "reservation_minutes": "10", "order": "shuffled"}
+        url("assignment_settings", evaluation),
+        {"overlap": "3", "reservation_minutes": "10", "order": "shuffled"},
     )
     evaluation.refresh_from_db()
     assert (evaluation.overlap, evaluation.reservation_minutes, evaluation.order) == (3, 10, "shuffled")
     response = researcher_client.post(
-        url("assignment_settings", evaluation), {"overlap": "zero", "reservation_minutes": "10"},
+        url("assignment_settings", evaluation),
+        {"overlap": "zero", "reservation_minutes": "10"},
         headers={"HX-Request": "true"},
     )
     assert "Overlap N must be a whole number, not “zero”. Nothing was changed." in response.content.decode()
@@ -94,6 +100,8 @@ def test_removing_an_annotator_returns_their_reservation(researcher_client, eval
 
 @pytest.mark.parametrize("name", ["annotators_add", "annotator_create", "assignment_settings"])
 def test_annotators_cannot_manage_annotators(annotator_client, evaluation, name):
-    response = annotator_client.post(url(name, evaluation), {"usernames": "anna", "username": "x", "overlap": "1"})
+    response = annotator_client.post(
+        url(name, evaluation), {"usernames": "anna", "username": "x", "overlap": "1"}
+    )
     assert response.status_code == 403
     assert get_user_model().objects.filter(username="x").count() == 0

@@ -1,5 +1,6 @@
 """The annotator's pages through HTTP: home, next item, the rating form, submit, skip, history, revisions."""
 
+import re
 import time
 from datetime import timedelta
 
@@ -197,14 +198,31 @@ def test_rating_an_item_not_reserved_for_you_is_refused(
     assert not Rating.objects.exists()
 
 
-def test_missing_csrf_token_is_refused(evaluation, likert, pairwise, annotator):
+def test_missing_csrf_token_is_refused_and_the_form_comes_back_with_a_fresh_token(
+    evaluation, likert, pairwise, annotator
+):
     client = Client(enforce_csrf_checks=True)
     client.force_login(annotator)
     assignment = reserve(client, evaluation)
-    response = client.post(url("rate_submit", evaluation, assignment.item_id), answers(likert, pairwise))
+    data = answers(likert, pairwise, explanation="typed before the token expired")
+    response = client.post(url("rate_submit", evaluation, assignment.item_id), data)
+    page = response.content.decode()
     assert response.status_code == 403
-    assert "CSRF" in response.content.decode()
+    assert "security token was missing or out of date" in page
+    assert "typed before the token expired" in page and 'value="4" data-key="4" checked' in page
     assert not Rating.objects.exists()
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+    retry = client.post(
+        url("rate_submit", evaluation, assignment.item_id), data | {"csrfmiddlewaretoken": token}
+    )
+    assert retry.status_code == 302 and Rating.objects.count() == 2
+
+
+def test_missing_csrf_token_elsewhere_gets_djangos_refusal(researcher, evaluation):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(researcher)
+    response = client.post(url("annotators_add", evaluation), {"usernames": "anna"})
+    assert response.status_code == 403 and "CSRF verification failed" in response.content.decode()
 
 
 def test_late_submit_after_others_filled_the_item_says_so_and_keeps_answers(
