@@ -31,6 +31,8 @@ def rated(project):
     factories.make_rating(evaluation, items[0], preference, ann, "A", side_shown="response")
     factories.make_rating(evaluation, items[0], preference, bob, "B", side_shown="baseline")
     factories.make_rating(evaluation, items[1], preference, judge, "", parse_failed=True, explanation="'=odd")
+    factories.make_rating(evaluation, items[1], preference, ann, "SAME", explanation="\tstarts with a tab")
+    factories.make_rating(evaluation, items[2], preference, ann, "B", explanation="\rstarts with CR")
     return evaluation
 
 
@@ -41,7 +43,7 @@ def read_csv(chunks):
 def test_long_export_has_one_row_per_rating_in_item_rubric_rater_order(rated):
     rows = read_csv(exports.stream(rated, "long"))
     assert list(rows[0]) == exports.LONG_COLUMNS
-    assert len(rows) == Rating.objects.count() == 10
+    assert len(rows) == Rating.objects.count() == 12
     assert [(r["item_id"], r["rubric"], r["rater"], r["value"]) for r in rows[:5]] == [
         ("d-0", "Pref", "ann", "A"),
         ("d-0", "Pref", "bob", "B"),
@@ -106,7 +108,7 @@ def test_wide_export_has_a_column_per_rater_and_the_human_summary(rated):
 def test_jsonl_export_keeps_text_unchanged_with_typed_fields(rated):
     lines = b"".join(exports.stream(rated, "jsonl")).decode().splitlines()
     records = [json.loads(line) for line in lines]
-    assert len(records) == 10
+    assert len(records) == 12
     failed = next(r for r in records if r["parse_failed"])
     assert (failed["value"], failed["explanation"], failed["rubric_version"]) == ("", "'=odd", 1)
     assert any(r["explanation"] == '=HYPERLINK("http://x")' for r in records)
@@ -142,6 +144,6 @@ def test_long_export_round_trips_into_a_fresh_evaluation(rated, tmp_path, layout
         rated.project, rated.dataset, list(rated.rubric_versions.all()), name="Again"
     )
     result = import_ratings(evaluation=fresh, path=path)
-    assert result.created == 10
+    assert result.created == 12
     assert result.ignored_columns == ["created", "updated"]
     assert _ratings(fresh) == _ratings(rated)
