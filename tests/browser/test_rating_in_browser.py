@@ -9,7 +9,8 @@ from rubrics.builtins import ensure_builtin_rubrics
 from rubrics.models import RubricVersion
 from tests import factories
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+# serialized_rollback puts back rows from data migrations (the built-in rubrics) after the flush.
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
 HOSTILE = '<script>window.__owned = 1; alert("script")</script><img src=x onerror="window.__owned = 2">'
 SCREENSHOT = "/tmp/concord-rating-page.png"

@@ -105,3 +105,16 @@ def test_annotators_cannot_manage_annotators(annotator_client, evaluation, name)
     )
     assert response.status_code == 403
     assert get_user_model().objects.filter(username="x").count() == 0
+
+
+def test_evaluation_page_shows_the_section_and_its_forms_post_back_to_it(researcher_client, evaluation):
+    page = researcher_client.get(reverse("evaluation_detail", args=[evaluation.project.slug, evaluation.pk]))
+    assert page.status_code == 200
+    assert 'id="evaluation_annotators"' in page.content.decode()
+    response = researcher_client.post(
+        url("assignment_settings", evaluation), {"overlap": "2", "reservation_minutes": "7"}
+    )
+    assert response.status_code == 302
+    assert response.url == reverse("evaluation_detail", args=[evaluation.project.slug, evaluation.pk]) + (
+        "#evaluation_annotators"
+    )

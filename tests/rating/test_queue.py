@@ -184,7 +184,7 @@ def test_next_item_query_count_does_not_grow_with_the_dataset(
     assert counts[0] == counts[1]
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)  # keeps data-migration rows
 def test_parallel_requests_never_over_assign(project, likert):
     """Twelve people ask at once, several times each, for items of a two-item, overlap-3 evaluation."""
     dataset = factories.make_dataset(project, items=5)
