@@ -48,7 +48,8 @@ TARGETS = ("last_turn", "pairwise", "sentence")
 OUTPUT_FORMATS = ("score", "json", "pairwise_json")
 PAIRWISE_VALUES = ("A", "SAME", "B")
 MAX_VALUE_CHARS = 64  # evaluations.Rating.value
-MAX_CRITERION_CHARS = 300
+MAX_CRITERION_CHARS = 300  # rubrics.RubricVersion.criterion
+MAX_NAME_CHARS = 200  # rubrics.Rubric.name
 SPEC_KEYS = {
     "name",
     "kind",
@@ -87,9 +88,9 @@ SCALE_SHAPES: list[tuple[str, re.Pattern]] = [
     ("quoted", re.compile(r'^\s*(?:[-*•]\s*)?"(?P<value>[^"]{1,64})"\s*:\s*(?P<desc>.*)$')),
 ]
 HEADING_RE = re.compile(r"^\s*(?:#+\s*(?P<md>.+?)|(?P<plain>[A-Z][A-Za-z0-9 ]{0,40}):)\s*$")
-CRITERION_RE = re.compile(
-    r"^(?P<name>[^()\n]+?)\s*\(\s*(?P<low>\d+)\s*-\s*(?P<high>\d+)\s*\)\s*(?:[-–:]\s*(?P<desc>.*))?$"
-)
+# "Name (1-5) - description", "Name (yes/no): description", "Name (1-5):", "Name - description".
+CRITERION_RE = re.compile(r"^(?P<name>.+?)(?:\s*\([^()]*\))?(?:\s*:\s*|\s+[-–]\s+)(?P<desc>.*)$")
+TRAILING_PARENS_RE = re.compile(r"\s*\([^()]*\)\s*:?\s*$")
 ASSESSING_RE = re.compile(r"You will be assessing (?P<name>[^,.]+?)(?:,|\.| which)")
 STEP_START_RE = re.compile(r"^(?:\d+[.)]|STEP\s+\d+\s*:)\s*", re.IGNORECASE)
 
@@ -288,7 +289,7 @@ def _criterion(sections: dict[str, list[tuple[int, str]]]) -> tuple[str, str]:
             rest = [line.strip() for _, line in criteria[1:] if not _is_scale_line(line)]
             description = "\n".join([match.group("desc") or "", *rest]).strip()
             return match.group("name").strip(), description
-        return criteria[0][1].strip().rstrip(":"), _paragraph(criteria[1:])
+        return TRAILING_PARENS_RE.sub("", criteria[0][1].strip()).rstrip(":"), _paragraph(criteria[1:])
     definition = _paragraph(sections.get("metric definition", []))
     match = ASSESSING_RE.search(definition)
     if match:
@@ -370,6 +371,7 @@ def parse_prompt_text(
             "'1 point: ...' or '\"A\": ...'"
         )
     problems += placeholder_problems(text, is_metadata_key=is_metadata_key)
+    problems += length_problems(name or criterion, criterion)
     if problems:
         raise RubricParseError(problems)
     kind = _kind_of(shape, scale)
@@ -377,7 +379,7 @@ def parse_prompt_text(
     parsed = ParsedRubric(
         name=(name or criterion).strip(),
         kind=kind,
-        criterion=criterion[:MAX_CRITERION_CHARS],
+        criterion=criterion,
         description=description,
         instructions=_instructions(sections),
         steps=_steps(sections.get("evaluation steps", [])),
@@ -392,6 +394,17 @@ def parse_prompt_text(
     )
     _add_notes(parsed)
     return parsed
+
+
+def length_problems(name: str, criterion: str) -> list[str]:
+    problems = []
+    if len(name.strip()) > MAX_NAME_CHARS:
+        problems.append(f"name: {len(name.strip())} characters long; at most {MAX_NAME_CHARS} are allowed")
+    if len(criterion) > MAX_CRITERION_CHARS:
+        problems.append(
+            f"criterion: {len(criterion)} characters long; at most {MAX_CRITERION_CHARS} are allowed"
+        )
+    return problems
 
 
 def _add_notes(parsed: ParsedRubric) -> None:
@@ -529,6 +542,7 @@ def parse_json_spec(
         "target": _spec_choice(spec, "target", TARGETS, default_target, problems),
         "output_format": _spec_choice(spec, "output_format", OUTPUT_FORMATS, default_format, problems),
     }
+    problems += length_problems(spec_name, parsed_fields["criterion"])
     explanation_required = spec.get("explanation_required", kind == "pairwise")
     if not isinstance(explanation_required, bool):
         problems.append("field explanation_required: must be true or false")

@@ -176,3 +176,22 @@ def test_json_spec_unknown_placeholder_is_refused_unless_declared():
     assert parse_json_spec(spec(prompt_template="{fact}\n{dialog}", variables=["fact"])).placeholders == [
         "fact", "dialog",
     ]  # fmt: skip
+
+
+def test_quoted_labels_other_than_a_same_b_make_a_categorical_rubric():
+    text = (
+        "Evaluation Criteria:\nRedundancy (yes/no) - does the response repeat itself?\n\n"
+        '"yes": The response repeats earlier content.\n"no": It does not.\n\nDialog:\n{{Dialog}}\n'
+    )
+    parsed = parse_prompt_text(text, name="Redundant")
+    assert (parsed.kind, parsed.name, parsed.criterion) == ("categorical", "Redundant", "Redundancy")
+    assert parsed.description == "does the response repeat itself?"
+    assert parsed.scale == [
+        {"value": "yes", "label": "yes", "description": "The response repeats earlier content."},
+        {"value": "no", "label": "no", "description": "It does not."},
+    ]
+
+
+def test_an_overlong_name_is_refused_rather_than_cut():
+    with pytest.raises(RubricParseError, match="name: 201 characters long; at most 200"):
+        parse_json_spec(spec(name="x" * 201))
