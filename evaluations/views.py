@@ -128,5 +128,6 @@ def ratings_import(request: HtmxHttpRequest, slug: str, pk: int) -> HttpResponse
             )
             return HttpResponseClientRedirect(detail_url) if request.htmx else redirect(detail_url)
     context = _detail_context(evaluation, form, import_problems=problems)
-    template = f"{DETAIL}#ratings-import" if request.htmx else DETAIL
-    return render(request, template, context, status=400)
+    if request.htmx:  # htmx swaps only 2xx responses: the problems replace the form's section
+        return render(request, f"{DETAIL}#ratings-import", context)
+    return render(request, DETAIL, context, status=400)

@@ -188,7 +188,7 @@ def test_import_form_lists_every_problem_and_imports_nothing(researcher_client, 
     }
     response = researcher_client.post(url("ratings_import", evaluation), data, HTTP_HX_REQUEST="true")
     page = response.content.decode()
-    assert response.status_code == 400
+    assert response.status_code == 200  # htmx swaps 2xx only
     assert page.lstrip().startswith('<section class="card" id="ratings-import">')
     assert "2 problems; nothing was imported." in page
     assert "line 2, column value: &#x27;9&#x27; is outside the scale" in page
