@@ -314,8 +314,9 @@ class Matrix:
 def to_matrix(data: RubricRatings, rater_ids: list[int]) -> Matrix:
     usable = np.isfinite(data.values)
     item_ids, rows = np.unique(data.item_ids[usable], return_inverse=True)
-    column = {rater: n for n, rater in enumerate(rater_ids)}
-    cols = np.array([column[r] for r in data.rater_ids[usable]], dtype=np.int64)
+    order = np.argsort(np.array(rater_ids, dtype=np.int64))
+    ordered = np.array(rater_ids, dtype=np.int64)[order]
+    cols = order[np.searchsorted(ordered, data.rater_ids[usable])]
     values = np.full((item_ids.shape[0], len(rater_ids)), np.nan)
     values[rows, cols] = data.values[usable]
     return Matrix(item_ids, rater_ids, values, category_codes(values, data))
@@ -331,9 +332,13 @@ def category_codes(values: np.ndarray, data: RubricRatings) -> np.ndarray:
     points = data.label_values
     if points.shape[0] == 0:
         return codes
-    distance = np.abs(values[present][:, None] - points[None, :])
-    # Reverse so that a tie (exactly half-way) goes to the higher point.
-    codes[present] = points.shape[0] - 1 - np.argmin(distance[:, ::-1], axis=1)
+    if points.shape[0] == 1:
+        codes[present] = 0
+        return codes
+    v = values[present]
+    upper = np.clip(np.searchsorted(points, v, side="left"), 1, points.shape[0] - 1)
+    # The nearer of the two neighbouring points; exactly half-way goes to the higher one.
+    codes[present] = np.where(v - points[upper - 1] >= points[upper] - v, upper, upper - 1)
     return codes
 
 
@@ -447,6 +452,11 @@ class Context:
 
     def numbers(self, value_codes: np.ndarray) -> np.ndarray:
         return decode_values(value_codes, self.value_levels)
+
+    @cached_property
+    def reference(self) -> tuple[np.ndarray, np.ndarray]:
+        """The people's majority (or mean) on each item and its category code, shared by every model."""
+        return human_reference(self, self.human_cols)
 
     @cached_property
     def value_levels(self) -> np.ndarray:
@@ -625,14 +635,7 @@ def _two_raters(ctx: Context, ca: np.ndarray, cb: np.ndarray, va: np.ndarray, vb
         "cohen_kappa": _kappa(ctx, ca, cb),
     }
     if ctx.data.is_likert:
-        stats.update(
-            spearman=st.spearman(va, vb),
-            kendall_tau_b=st.kendall_tau_b(va, vb),
-            pearson=st.pearson(va, vb),
-            within_one=st.within_one(va, vb),
-            mae=st.mean_absolute_error(va, vb),
-            bias=st.bias(va, vb),
-        )
+        stats.update(st.numeric_figures_from_codes(*_level_codes(ctx, va), *_level_codes(ctx, vb)))
     elif ctx.data.kind == "categorical":
         f1 = st.f1_from_confusion(st.w_confusion(ca, cb, st._ones(ca.shape[0]), ctx.levels))[0]
         for n, label in enumerate(ctx.data.labels):
@@ -651,6 +654,17 @@ def _two_raters(ctx: Context, ca: np.ndarray, cb: np.ndarray, va: np.ndarray, vb
         if stat.why:
             out["why"][metric] = stat.why
     return out
+
+
+def _level_codes(ctx: Context, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Values as codes into the ratings' distinct values, or into their own when they are not among them."""
+    levels = ctx.value_levels
+    if levels.shape[0]:
+        codes = np.clip(np.searchsorted(levels, values), 0, levels.shape[0] - 1)
+        if np.array_equal(levels[codes], values):
+            return codes, levels
+    own, codes = np.unique(values, return_inverse=True)
+    return codes, own
 
 
 def _kappa(ctx: Context, ca: np.ndarray, cb: np.ndarray) -> st.Stat:
@@ -761,7 +775,7 @@ def _pooled(model: np.ndarray, humans: np.ndarray, valid: np.ndarray) -> float |
 
 
 def vs_majority(ctx: Context, col: int, usable: np.ndarray) -> dict:
-    reference, ref_codes = human_reference(ctx, ctx.human_cols)
+    reference, ref_codes = ctx.reference
     ok = usable & (ref_codes >= 0)
     out: dict = {"items": int(ok.sum()), "why": {}}
     if not ctx.data.is_likert:
@@ -778,7 +792,7 @@ def vs_majority(ctx: Context, col: int, usable: np.ndarray) -> dict:
 
 def confusion_matrix(ctx: Context, col: int, usable: np.ndarray) -> dict:
     """Counts of (people's majority or rounded mean, model) pairs: rows people, columns model."""
-    _, ref_codes = human_reference(ctx, ctx.human_cols)
+    _, ref_codes = ctx.reference
     ok = usable & (ref_codes >= 0)
     matrix = st.w_confusion(ref_codes[ok], ctx.matrix.codes[ok, col], st._ones(int(ok.sum())), ctx.levels)[0]
     return {
@@ -847,8 +861,8 @@ def _headline_figures(ctx: Context, unique: np.ndarray, w: np.ndarray, names: li
     results["maj:cohen_kappa"] = st.kappa_from_confusion(confusion, weights=ctx.kappa_weights)
     if ctx.data.is_likert:
         results["maj:spearman"] = st.w_spearman(model_value, ref_value, w)
-        moments = st.w_moments(np.abs(model_value - ref_value), model_value - ref_value, w)
-        results["maj:mae"], results["maj:bias"] = moments["mean_x"], moments["mean_y"]
+        difference = model_value - ref_value
+        results["maj:mae"], results["maj:bias"] = st.w_mean(np.abs(difference), w), st.w_mean(difference, w)
     valid = human_codes >= 0
     agree = ((human_codes == model_code[:, None]) & valid).sum(axis=1).astype(np.float64)
     results["each:percent_agreement"] = st._divide(w @ agree, w @ valid.sum(axis=1).astype(np.float64))
@@ -946,7 +960,7 @@ def disagreement_list(
     if not usable.any():
         return []
     if ctx.data.is_likert:
-        reference, _ = human_reference(ctx, cols)
+        reference, _ = ctx.reference
         distance = np.abs(values[:, col] - reference)
     else:
         differ = (codes[:, cols] != codes[:, [col]]) & present

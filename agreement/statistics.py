@@ -106,6 +106,9 @@ def w_confusion(x: np.ndarray, y: np.ndarray, w: np.ndarray, levels: int) -> np.
     """(B, L, L) weighted counts of (x, y) code pairs; rows where either is -1 are left out."""
     both = (x >= 0) & (y >= 0)
     cell = np.where(both, x * levels + y, 0)
+    if w.shape[0] == 1:  # one weighting (a point estimate): a bincount is much cheaper
+        flat = np.bincount(cell[both], weights=w[0, both], minlength=levels * levels)
+        return flat.reshape(1, levels, levels)
     onehot = _onehot(cell, levels * levels).multiply(both[:, None]).tocsr()
     flat = np.asarray((onehot.T @ w.T).T)
     return flat.reshape(w.shape[0], levels, levels)
@@ -186,6 +189,12 @@ def w_fleiss(counts: np.ndarray, w: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         kappa = (p_bar - p_e) / (1.0 - p_e)
     return np.where(1.0 - p_e > 1e-12, kappa, np.nan)
+
+
+def w_mean(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Weighted mean of x over rows where it is finite."""
+    present = np.isfinite(x)
+    return _divide(w @ np.where(present, x, 0.0), w @ present.astype(np.float64))
 
 
 def w_moments(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> dict[str, np.ndarray]:
@@ -377,7 +386,65 @@ def _correlation(name: str, kernel: Callable, x, y) -> Stat:
         return Stat(None, f"fewer than two items rated by both: {name} undefined")
     if np.ptp(x) == 0 or np.ptp(y) == 0:
         return Stat(None, f"{ALL_IDENTICAL} for one rater: {name} undefined")
-    return Stat.of(_first(kernel(x, y, _ones(x.shape[0]))), f"{name} undefined")
+    ux, uy, counts = distinct_pairs(x, y)
+    return Stat.of(_first(kernel(ux, uy, counts[None, :])), f"{name} undefined")
+
+
+def numeric_figures(x, y) -> dict[str, Stat]:
+    """Spearman, Kendall tau-b, Pearson, within-one, MAE and bias of paired numbers, x minus y for bias.
+
+    The same as calling each function, but the pairs are reduced to distinct (x, y) values once.
+    """
+    x, y = _floats(x, y)
+    if x.shape[0] == 0:
+        return _numeric_from_distinct(x, y, np.zeros(0))
+    return _numeric_from_distinct(*distinct_pairs(x, y))
+
+
+def numeric_figures_from_codes(
+    a: np.ndarray, a_levels: np.ndarray, b: np.ndarray, b_levels: np.ndarray
+) -> dict[str, Stat]:
+    """numeric_figures of a_levels[a] and b_levels[b], counting distinct code pairs with one bincount."""
+    size_a, size_b = a_levels.shape[0], b_levels.shape[0]
+    if a.shape[0] == 0 or size_a * size_b > 1_000_000:
+        return numeric_figures(a_levels[a], b_levels[b])
+    counts = np.bincount(a * size_b + b, minlength=size_a * size_b).astype(np.float64)
+    cells = np.nonzero(counts)[0]
+    return _numeric_from_distinct(a_levels[cells // size_b], b_levels[cells % size_b], counts[cells])
+
+
+def _numeric_from_distinct(ux: np.ndarray, uy: np.ndarray, counts: np.ndarray) -> dict[str, Stat]:
+    names = {"spearman": "Spearman's rho", "kendall_tau_b": "Kendall's tau-b", "pearson": "Pearson's r"}
+    n = counts.sum()
+    if n == 0:
+        empty = "no items rated by both"
+        out = {key: Stat(None, f"{empty}: {name} undefined") for key, name in names.items()}
+        return out | {key: Stat(None, f"{empty}: {key} undefined") for key in ("within_one", "mae", "bias")}
+    w = counts[None, :]
+    out = {}
+    for key, name in names.items():
+        if n < 2:
+            out[key] = Stat(None, f"fewer than two items rated by both: {name} undefined")
+        elif np.ptp(ux) == 0 or np.ptp(uy) == 0:
+            out[key] = Stat(None, f"{ALL_IDENTICAL} for one rater: {name} undefined")
+        elif key == "kendall_tau_b":
+            out[key] = Stat.of(w_kendall_tau_b(ux, uy, counts), f"{name} undefined")
+        else:
+            kernel = w_spearman if key == "spearman" else w_pearson
+            out[key] = Stat.of(_first(kernel(ux, uy, w)), f"{name} undefined")
+    difference = ux - uy
+    out["within_one"] = Stat(_first(w_mean((np.abs(difference) <= 1.0 + 1e-9).astype(np.float64), w)))
+    out["mae"] = Stat(_first(w_mean(np.abs(difference), w)))
+    out["bias"] = Stat(_first(w_mean(difference, w)))
+    return out
+
+
+def distinct_pairs(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct (x, y) pairs and their counts: every weighted kernel gives the same answer on them."""
+    lx, ix = np.unique(x, return_inverse=True)
+    ly, iy = np.unique(y, return_inverse=True)
+    pairs, counts = unique_rows(np.stack([ix, iy], axis=1))
+    return lx[pairs[:, 0]], ly[pairs[:, 1]], counts.astype(np.float64)
 
 
 def pearson(x, y) -> Stat:
@@ -461,7 +528,7 @@ def bootstrap(
     n = rows.shape[0]
     if n == 0:
         return np.atleast_1d(statistic(rows, np.zeros((1, 0)))).reshape(-1), None
-    unique, counts = np.unique(rows.reshape(n, -1), axis=0, return_counts=True)
+    unique, counts = unique_rows(rows.reshape(n, -1))
     unique = unique.reshape((unique.shape[0], *rows.shape[1:]))
     point = np.asarray(statistic(unique, counts[None, :].astype(np.float64)), dtype=np.float64).reshape(-1)
     if resamples <= 0:
@@ -478,6 +545,26 @@ def bootstrap(
         done += size
     values = np.concatenate(draws, axis=0)
     return point, percentile_intervals(values, level=level)
+
+
+def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows of an integer matrix and how often each occurs.
+
+    Packs each row into one int64 (mixed radix over each column's range) when that fits, which
+    is far faster than sorting rows as records; falls back to np.unique(axis=0) otherwise.
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    if rows.shape[1] == 0:
+        return rows[:1], np.array([rows.shape[0]])
+    low = rows.min(axis=0)
+    span = rows.max(axis=0) - low + 1
+    if float(np.prod(span.astype(np.float64))) >= 2.0**62:
+        return np.unique(rows, axis=0, return_counts=True)
+    key = np.zeros(rows.shape[0], dtype=np.int64)
+    for column in range(rows.shape[1]):
+        key = key * span[column] + (rows[:, column] - low[column])
+    _, first, counts = np.unique(key, return_index=True, return_counts=True)
+    return rows[first], counts
 
 
 def percentile_intervals(values: np.ndarray, *, level: float = 0.95) -> np.ndarray:

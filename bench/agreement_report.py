@@ -1,0 +1,223 @@
+"""Benchmark: the whole agreement report of 100k items x 3 people + 2 models vs only reading the ratings.
+
+Builds a throwaway PostgreSQL database (concord_bench_agreement), migrates it, and loads with
+COPY one evaluation of 100k items (metadata `bot`), one likert 1-5 rubric and 500k ratings:
+three people (the truth +-1 now and then) and two judges (noisier; one with 2% parse failures).
+Then, best of --repeat runs each:
+
+1. read: the report's own query alone, `values_list(item, rater, value, parse_failed)` into a list;
+2. report: `agreement.report.build_report` for the evaluation, bootstrap included (1,000 resamples).
+
+Prints both times and the ratio report/read (target: within 3x). With --kind pairwise the rubric is
+A / SAME / B instead.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python bench/agreement_report.py
+
+Options: --items 100000 --kind likert|pairwise --resamples 1000 --repeat 3 --keep (keep the database).
+"""
+
+import argparse
+import io
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlparse, urlunparse
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+BENCH_DB = "concord_bench_agreement"
+HUMANS = ["ann", "bob", "cy"]
+MODELS = ["judge-a", "judge-b"]
+
+
+def database_urls() -> tuple[str, str]:
+    base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+    parsed = urlparse(base)
+    if parsed.scheme not in {"postgres", "postgresql"}:
+        raise SystemExit("This benchmark needs PostgreSQL: set DATABASE_URL=postgres://...")
+    return urlunparse(parsed._replace(path="/postgres")), urlunparse(parsed._replace(path=f"/{BENCH_DB}"))
+
+
+def run_admin(admin_url: str, sql: str) -> None:
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(sql)
+
+
+def setup_django(bench_url: str) -> None:
+    os.environ["DATABASE_URL"] = bench_url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def copy_rows(model, rows: dict[str, list]) -> None:
+    """COPY rows into a model's table; other columns get their field default."""
+    from django.db import connection
+    from django.utils import timezone
+
+    count = len(next(iter(rows.values())))
+    now = timezone.now().isoformat()
+    columns, data = [], []
+    for field in model._meta.concrete_fields:
+        if field.primary_key:
+            continue
+        name = field.attname
+        if name in rows:
+            values = rows[name]
+        elif getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
+            values = [now] * count
+        elif field.has_default() or not field.null:
+            default = field.get_default()  # "" for text fields without a default
+            values = [json.dumps(default) if isinstance(default, dict | list) else default] * count
+        else:
+            continue
+        columns.append(field.column)
+        data.append(values)
+    buffer = io.StringIO()
+    for row in zip(*data, strict=True):
+        buffer.write("\t".join(_copy_text(v) for v in row) + "\n")
+    with (
+        connection.cursor() as cursor,
+        cursor.copy(f"COPY {model._meta.db_table} ({', '.join(columns)}) FROM STDIN") as copy,
+    ):
+        copy.write(buffer.getvalue())
+
+
+def _copy_text(value) -> str:
+    if value is None:
+        return "\\N"
+    if isinstance(value, bool):
+        return "t" if value else "f"
+    return str(value).replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
+
+
+def generate(items: int, kind: str):
+    from datasets.models import Dataset, Item
+    from evaluations.models import Evaluation, Rater, Rating
+    from projects.models import Project
+    from tests import factories
+
+    project = Project.objects.create(name="Agreement bench", slug="agreement-bench")
+    version = factories.make_rubric(project=project, name="Bench rubric", kind=kind)
+    dataset = Dataset.objects.create(project=project, name="Bench items")
+    rng = np.random.default_rng(7)
+    bots = np.array(["alpha", "beta", "gamma", "delta"])[rng.integers(0, 4, items)]
+    copy_rows(
+        Item,
+        {
+            "dataset_id": [dataset.pk] * items,
+            "external_id": [f"d-{n}" for n in range(items)],
+            "position": list(range(items)),
+            "context": [json.dumps([{"speaker": "USER", "text": f"Question {n}?"}]) for n in range(items)],
+            "response": [json.dumps({"speaker": "BOT", "text": f"Answer {n}."}) for n in range(items)],
+            "baseline": [json.dumps({"speaker": "BOT", "text": f"Other {n}."}) for n in range(items)],
+            "metadata": [json.dumps({"bot": str(b)}) for b in bots],
+        },
+    )
+    evaluation = Evaluation.objects.create(project=project, dataset=dataset, name="Bench", overlap=3)
+    evaluation.rubric_versions.set([version])
+    item_ids = np.array(
+        list(Item.objects.filter(dataset=dataset).order_by("position").values_list("pk", flat=True))
+    )
+    labels = ["A", "SAME", "B"] if kind == "pairwise" else ["1", "2", "3", "4", "5"]
+    truth = rng.integers(0, len(labels), items)
+    columns: dict[str, list] = {"item_id": [], "rater_id": [], "value": [], "parse_failed": []}
+    for name, spread, fail in [(h, 0.25, 0.0) for h in HUMANS] + [
+        ("judge-a", 0.45, 0.0),
+        ("judge-b", 0.6, 0.02),
+    ]:
+        rater = Rater.objects.create(project=project, name=name, kind="human" if name in HUMANS else "model")
+        noise = rng.choice([-1, 1], items) * (rng.random(items) < spread)
+        codes = np.clip(truth + noise, 0, len(labels) - 1)
+        failed = rng.random(items) < fail
+        columns["item_id"] += item_ids.tolist()
+        columns["rater_id"] += [rater.pk] * items
+        columns["value"] += ["" if f else labels[c] for c, f in zip(codes, failed, strict=True)]
+        columns["parse_failed"] += failed.tolist()
+    columns["evaluation_id"] = [evaluation.pk] * len(columns["item_id"])
+    columns["rubric_version_id"] = [version.pk] * len(columns["item_id"])
+    copy_rows(Rating, columns)
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    return evaluation, version
+
+
+def best_of(repeat: int, work) -> tuple[float, object]:
+    best, result = float("inf"), None
+    for _ in range(repeat):
+        started = time.perf_counter()
+        result = work()
+        best = min(best, time.perf_counter() - started)
+    return best, result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--items", type=int, default=100_000)
+    parser.add_argument("--kind", choices=["likert", "pairwise"], default="likert")
+    parser.add_argument("--resamples", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--keep", action="store_true")
+    args = parser.parse_args()
+
+    admin_url, bench_url = database_urls()
+    run_admin(admin_url, f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+    run_admin(admin_url, f"CREATE DATABASE {BENCH_DB}")
+    try:
+        setup_django(bench_url)
+        started = time.perf_counter()
+        evaluation, version = generate(args.items, args.kind)
+        print(
+            f"generated {args.items:,} items and {args.items * 5:,} ratings "
+            f"in {time.perf_counter() - started:.1f} s"
+        )
+
+        from agreement.report import build_report
+        from evaluations.models import Rating
+
+        def read():
+            return list(
+                Rating.objects.filter(evaluation=evaluation, rubric_version=version).values_list(
+                    "item_id", "rater_id", "value", "parse_failed"
+                )
+            )
+
+        read_seconds, rows = best_of(args.repeat, read)
+        report_seconds, report = best_of(
+            args.repeat, lambda: build_report(evaluation=evaluation, resamples=args.resamples)
+        )
+        block = report["rubrics"][0]
+        print(f"read {len(rows):,} ratings (values_list only): {read_seconds:.2f} s")
+        print(f"whole report ({args.kind}, {args.resamples} bootstrap resamples): {report_seconds:.2f} s")
+        print(f"ratio report / read: {report_seconds / read_seconds:.2f}x (target <= 3x)")
+        hh = block["human_human"]
+        print(
+            f"people: alpha {hh['krippendorff_alpha']:.3f}, kappa {hh['cohen_kappa']:.3f} "
+            f"on {hh['items']:,} items"
+        )
+        for rater in block["raters"]:
+            print(f"{rater['rater']}: {rater['verdict']['text']} ({rater['parse_failures']} parse failures)")
+    finally:
+        if not args.keep:
+            from django.db import connections
+
+            connections.close_all()
+            run_admin(admin_url, f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+
+
+if __name__ == "__main__":
+    main()
