@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -56,7 +57,7 @@ class Preview:
     item_id: str
     swapped: bool
     item_ids: list[str] = field(default_factory=list)
-    item: object | None = None
+    item: Any = None  # a datasets Item, or the sample ItemRecord
     prompt: str = ""
     warning: str = ""
     error: str = ""
