@@ -48,6 +48,7 @@ REQUIRED_COLUMNS = ("item_id", "rubric", "rater", "rater_kind", "value")
 OPTIONAL_COLUMNS = ("explanation", "rubric_version", "parse_failed", "side_shown")
 MAX_REPORTED = 1000
 BATCH_SIZE = 5000
+MAX_RATER_NAME = 200  # Rater.name
 TRUE_WORDS = {"1", "true", "yes", "y", "t"}
 FALSE_WORDS = {"", "0", "false", "no", "n", "f"}
 
@@ -330,8 +331,8 @@ class _Resolver:
         rater_name = record["rater"].strip()
         if not rater_name:
             problems.append(Problem(line, "rater", "the rater's name is empty"))
-        elif len(rater_name) > Rater._meta.get_field("name").max_length:
-            problems.append(Problem(line, "rater", "the rater's name is longer than 200 characters"))
+        elif len(rater_name) > MAX_RATER_NAME:
+            problems.append(Problem(line, "rater", f"the name has more than {MAX_RATER_NAME} characters"))
         kind = attempt("rater_kind", self.rater_kind, rater_name, record["rater_kind"])
         parse_failed = attempt("parse_failed", _boolean, record.get("parse_failed") or "")
         side_shown = attempt("side_shown", _side_shown, record.get("side_shown") or "", version)

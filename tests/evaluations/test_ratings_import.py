@@ -205,3 +205,16 @@ def test_command_reports_success_and_refusal(evaluation, tmp_path, capsys):
         )
     with pytest.raises(CommandError, match="No evaluation named 'Nope'"):
         call_command("import_ratings", "x.csv", "--evaluation", "Nope")
+
+
+def test_batches_mix_new_changed_and_unchanged_ratings(evaluation, tmp_path, monkeypatch):
+    from evaluations import ratings_import
+
+    monkeypatch.setattr(ratings_import, "BATCH_SIZE", 2)
+    rows = [f"d-{n},Quality,r{k},human,{1 + (n + k) % 5},\n" for n in range(3) for k in range(3)]
+    import_ratings(evaluation=evaluation, path=write(tmp_path, HEADER + "".join(rows[:5])))
+    changed = [row.replace(",human,1,", ",human,5,") for row in rows]
+    result = import_ratings(evaluation=evaluation, path=write(tmp_path, HEADER + "".join(changed)))
+    assert (result.created, result.updated, result.unchanged) == (4, 1, 4)
+    assert Rating.objects.count() == 9
+    assert RatingRevision.objects.count() == 1
