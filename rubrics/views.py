@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.middleware import HtmxDetails
 
@@ -135,8 +136,12 @@ def rubric_preview(request: HtmxHttpRequest, slug: str, pk: int) -> HttpResponse
     rubric = rubric_for(project, pk)
     version = chosen_version(rubric, request.GET.get("version"))
     context = detail_context(project, rubric, version, request.GET)
-    template = "rubrics/rubric_detail.html#preview" if request.htmx else "rubrics/rubric_detail.html"
-    return render(request, template, context)
+    # A history restore (back button after hx-push-url) needs the whole page, not the region.
+    region = request.htmx and not request.htmx.history_restore_request
+    template = "rubrics/rubric_detail.html#preview" if region else "rubrics/rubric_detail.html"
+    response = render(request, template, context)
+    patch_vary_headers(response, ["HX-Request"])
+    return response
 
 
 @require_http_methods(["GET", "POST"])

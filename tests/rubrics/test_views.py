@@ -227,3 +227,12 @@ def test_preview_region_carries_its_picker_with_the_datasets_item_ids(researcher
     assert '<option value="d-0"><option value="d-1"><option value="d-2">' in body
     assert f'<option value="{dataset.pk}" selected>Small talk</option>' in body
     assert 'hx-get="/p/demo-study/rubrics/' in body and 'action="/p/demo-study/rubrics/' in body
+
+
+def test_history_restore_of_a_pushed_preview_url_gets_the_whole_page(researcher_client, builtins, project):
+    headers = {**HTMX, "HTTP_HX_HISTORY_RESTORE_REQUEST": "true"}
+    response = researcher_client.get(
+        url("rubric_preview", project, builtins["Repetitiveness"].rubric), **headers
+    )
+    assert "<html" in response.content.decode()
+    assert "HX-Request" in response["Vary"]
