@@ -3,6 +3,7 @@
 Idempotent: running it again changes nothing that is already there.
 """
 
+import os
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
@@ -51,9 +52,8 @@ class Command(BaseCommand):
         return user
 
     def ensure_dataset(self, project: Project, user):
-        from datasets.services import import_dataset
-
         from datasets.models import Dataset
+        from datasets.services import import_dataset
 
         existing = Dataset.objects.filter(project=project, name="Demo dialogs").first()
         if existing:
@@ -62,9 +62,8 @@ class Command(BaseCommand):
         return Dataset.objects.get(project=project, name="Demo dialogs")
 
     def ensure_evaluation(self, project: Project, dataset, users):
-        from evaluations.services import create_evaluation
-
         from evaluations.models import Evaluation
+        from evaluations.services import create_evaluation
         from rubrics.models import Rubric
 
         evaluation = Evaluation.objects.filter(project=project, name="Demo evaluation").first()
@@ -86,8 +85,16 @@ class Command(BaseCommand):
 
     def ensure_judge(self, project: Project, evaluation) -> None:
         """A simulated judge against the project's own test server, so judge runs work offline."""
-        try:
-            from judges.services import ensure_demo_judge
-        except ImportError:
-            return
-        ensure_demo_judge(project=project)
+        from judges.models import Judge
+
+        Judge.objects.get_or_create(
+            project=project,
+            name="Simulated judge",
+            defaults={
+                "base_url": os.environ.get("CONCORD_FAKE_LLM_URL", "http://127.0.0.1:8765/v1"),
+                "model": "fake-judge-1",
+                "api_key_env": "CONCORD_FAKE_LLM_KEY",
+                "simulated": True,
+                "concurrency": 16,
+            },
+        )
