@@ -10,6 +10,7 @@ bulk_create elsewhere. An import therefore lands completely or not at all.
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -29,6 +30,14 @@ MAX_REPORTED = 1000  # problems and repairs kept for display; counts are always 
 PROGRESS_EVERY = 2000  # items between progress callbacks
 BULK_BATCH = 2000
 COPY_COLUMNS = "dataset_id, external_id, position, context, response, baseline, metadata, search_text"
+
+# UTF-8 read as Latin-1/Windows-1252 leaves a lead byte (Â..ô) before a continuation byte (U+0080..U+00BF
+# or its Windows-1252 look-alikes). Text without such a pair cannot be that mojibake, so ftfy (slow) is
+# only asked about texts that have one.
+MOJIBAKE_HINT = re.compile(
+    "[\u00c2-\u00f4][\u0080-\u00bf\u0152\u0153\u0160\u0161\u0178\u017d\u017e\u0192\u02c6\u02dc"
+    "\u2013\u2014\u2018-\u201e\u2020-\u2022\u2026\u2030\u2039\u203a\u20ac\u2122]"
+)
 
 Progress = Callable[[int, int], None]  # (bytes read so far, items accepted so far)
 
@@ -258,7 +267,7 @@ def _check_text(record: ItemRecord, result: ImportResult, *, repair_text: bool, 
     kept = 0
     for where, turn in _turns(record):
         text = turn["text"]
-        if text.isascii():
+        if text.isascii() or not MOJIBAKE_HINT.search(text):
             continue
         fixed = ftfy.fix_encoding(text)
         if fixed == text:
@@ -349,8 +358,11 @@ def _copy_escape(value: str) -> str:
     return value
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False)
+
+
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    return _ENCODER.encode(value)
 
 
 def _copy_line(record: ItemRecord, position: int) -> str:

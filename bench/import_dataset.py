@@ -1,0 +1,182 @@
+"""Benchmark: import generated dialogs through the CLI into PostgreSQL, against a raw COPY of the same rows.
+
+    .venv/bin/python bench/import_dataset.py [--items 100000] [--database concord_bench]
+
+1. (re)creates a throwaway database (default concord_bench) on $BENCH_PG (default
+   postgres://postgres@127.0.0.1:5432) and migrates it;
+2. writes N dialogs of 6 turns with realistic lengths (user turns ~15-40 words, bot turns
+   ~30-120 words, a little non-ASCII) as JSONL;
+3. runs `manage.py import_dataset` in a child process: wall time, items/s, and the child's peak
+   RSS from wait4();
+4. exports the rows it stored, empties the table, and COPYs the same rows back into the same table
+   (same indexes, same constraints) in one transaction: the physical limit;
+5. prints the figures and the ratio import rate / COPY rate (target >= 0.5, peak RSS < 300 MB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+WORDS = (  # noqa: SIM905 - a sentence of words reads better than a 100-item list
+    "the a to and of I you it is that in for this my with have be on not are what do was can so but just "
+    "like about your we if they me all know think one get would really how there when good time people "
+    "concert music band song weekend trip movie weather travel cooking recipe garden dog cat school work "
+    "project deadline meeting coffee morning evening friend family birthday holiday summer winter city "
+    "museum book novel chapter idea question answer problem reason sure great sorry thanks maybe "
+    "probably definitely understand feel happy tired excited worried favourite recommend suggest "
+    "café naïve résumé"
+).split()
+TOPICS = ["Concert", "Travel", "Cooking", "Movies", "Work", "Pets", "Sports", "Books"]
+
+
+def sentence(rng: random.Random, low: int, high: int) -> str:
+    words = rng.choices(WORDS, k=rng.randint(low, high))
+    text = " ".join(words)
+    return text[0].upper() + text[1:] + rng.choice([".", "?", "!", "."])
+
+
+def generate(path: Path, count: int, seed: int = 7) -> int:
+    rng = random.Random(seed)
+    with open(path, "w", encoding="utf-8") as out:
+        for n in range(count):
+            turns = []
+            for t in range(6):
+                if t % 2 == 0:
+                    turns.append({"speaker": "USER", "text": sentence(rng, 6, 25)})
+                else:
+                    turns.append({"speaker": "BOT", "text": " ".join(sentence(rng, 8, 30) for _ in range(2))})
+            item = {
+                "id": f"bench-{n:07d}",
+                "turns": turns,
+                "metadata": {"topic": rng.choice(TOPICS), "source": "bench", "turn_count": 6},
+            }
+            out.write(json.dumps(item, ensure_ascii=False) + "\n")
+    return path.stat().st_size
+
+
+def admin_url(base: str) -> str:
+    return f"{base.rstrip('/')}/postgres"
+
+
+def recreate_database(base: str, name: str) -> str:
+    with psycopg.connect(admin_url(base), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return f"{base.rstrip('/')}/{name}"
+
+
+def manage(env: dict, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=check, capture_output=True, text=True
+    )
+
+
+def timed_import(env: dict, path: Path) -> tuple[float, float, str]:
+    """Run the CLI import; (wall seconds, peak RSS in MB of that process, its output)."""
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "import_dataset", str(path), "--project", "bench", "--name", "bench"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    output = process.stdout.read() if process.stdout else ""
+    _, status, usage = os.wait4(process.pid, 0)
+    elapsed = time.perf_counter() - started
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        raise SystemExit(f"import failed ({process.returncode}):\n{output}")
+    return elapsed, usage.ru_maxrss / 1024, output.strip()
+
+
+COLUMNS = "dataset_id, external_id, position, context, response, baseline, metadata, search_text"
+
+
+def timed_copy(url: str, rows_file: Path) -> float:
+    """COPY the exported rows back into the emptied table in one transaction; seconds."""
+    with psycopg.connect(url) as conn:
+        started = time.perf_counter()
+        statement = f"COPY datasets_item ({COLUMNS}) FROM STDIN"
+        with conn.cursor() as cursor, cursor.copy(statement) as copy, open(rows_file, "rb") as source:
+            while chunk := source.read(1 << 20):
+                copy.write(chunk)
+        conn.commit()
+        return time.perf_counter() - started
+
+
+def export_rows(url: str, rows_file: Path) -> int:
+    with psycopg.connect(url) as conn, conn.cursor() as cursor, open(rows_file, "wb") as out:
+        with cursor.copy(f"COPY (SELECT {COLUMNS} FROM datasets_item ORDER BY id) TO STDOUT") as copy:
+            for data in copy:
+                out.write(data)
+        count = cursor.execute("SELECT count(*) FROM datasets_item").fetchone()[0]
+        conn.execute("TRUNCATE datasets_item CASCADE")
+        conn.commit()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE datasets_item")
+    return count
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--items", type=int, default=100_000)
+    parser.add_argument("--database", default="concord_bench")
+    parser.add_argument("--keep", action="store_true", help="keep the database and files afterwards")
+    args = parser.parse_args()
+    base = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
+    url = recreate_database(base, args.database)
+    env = {**os.environ, "DATABASE_URL": url, "CELERY_BROKER_URL": "memory://", "LOG_LEVEL": "WARNING"}
+    manage(env, "migrate", "-v0")
+    manage(
+        env,
+        "shell",
+        "-c",
+        "from projects.models import Project; Project.objects.create(name='Bench', slug='bench')",
+    )
+    work = Path(tempfile.mkdtemp(prefix="concord-bench-"))
+    try:
+        data = work / "dialogs.jsonl"
+        size = generate(data, args.items)
+        print(f"generated {args.items:,} dialogs x 6 turns: {size / 1e6:.1f} MB JSONL")
+        seconds, rss, output = timed_import(env, data)
+        print(f"CLI: {output}")
+        rows_file = work / "rows.copy"
+        count = export_rows(url, rows_file)
+        assert count == args.items, f"imported {count} rows, expected {args.items}"
+        copy_seconds = timed_copy(url, rows_file)
+        rate, copy_rate = args.items / seconds, args.items / copy_seconds
+        print(f"import_dataset CLI : {seconds:7.2f} s wall  {rate:9,.0f} items/s  peak RSS {rss:6.1f} MB")
+        print(
+            f"PostgreSQL COPY    : {copy_seconds:7.2f} s       {copy_rate:9,.0f} items/s"
+            "  (same rows, same table)"
+        )
+        print(
+            f"ratio import/COPY  : {rate / copy_rate:.2f}  (target >= 0.50)   peak RSS target < 300 MB: "
+            f"{'met' if rss < 300 else 'MISSED'}"
+        )
+    finally:
+        if not args.keep:
+            for path in work.iterdir():
+                path.unlink()
+            work.rmdir()
+            with psycopg.connect(admin_url(base), autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{args.database}" WITH (FORCE)')
+
+
+if __name__ == "__main__":
+    main()
