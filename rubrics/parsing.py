@@ -2,9 +2,10 @@
 
 Seed-style text (the four files in rubrics/seeds are the reference):
 
-- criterion: the first line of an "Evaluation Criteria:" section, ``Name (1-5) - description`` or
-  ``Name (1-5):`` followed by description lines; or "You will be assessing Name, which ..." in a
-  "## Metric Definition" section.
+- criterion: the first line of an "Evaluation Criteria:" section, ``Name (1-5) - description``,
+  ``Name (yes/no): description`` or ``Name (1-5):`` followed by description lines (scale lines
+  excluded); or "You will be assessing Name, which ..." in a "## Metric Definition" section.
+- instructions: the text before the first heading (or a "# Instruction" section).
 - steps: the "Evaluation Steps" section; numbered lines (``1.``, ``STEP 1:``) start a step and
   indented lines below belong to it; without numbers every line is a step.
 - scale: lines of one of the shapes ``Rating 1 (Label): description``, ``- 1 (Label): description``,
