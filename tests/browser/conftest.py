@@ -55,7 +55,7 @@ def chromium():
 def browser_page(chromium):
     context = chromium.new_context(viewport={"width": 1440, "height": 1000})
     page = context.new_page()
-    page.set_default_timeout(10_000)
+    page.set_default_timeout(20_000)  # the suite shares two cores; a cold chromium can be slow
     yield page
     context.close()
 

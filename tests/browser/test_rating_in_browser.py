@@ -51,7 +51,7 @@ def make_study(annotator):
 
 
 def log_in(page, live_server, next_url):
-    page.goto(f"{live_server.url}/login/?next={next_url}")
+    page.goto(f"{live_server.url}/login/?next={next_url}", wait_until="domcontentloaded")
     page.fill("input[name=username]", "anna")
     page.fill("input[name=password]", "pw-concord-123")
     page.keyboard.press("Enter")
@@ -90,7 +90,17 @@ def test_annotator_rates_and_revises_with_the_keyboard_only(browser_page, live_s
 
     first = rate_current_item_with_keys(page, sentence="3", empathy="4", choice="a", repetition="2")
     assert "Saved c-0." in page.inner_text("#rating-panel")
-    second = rate_current_item_with_keys(page, sentence="5", empathy="1", choice="s", repetition="5")
+    # The second item: forgetting the required explanation stops the submit in the browser, which
+    # puts the focus in the empty box; nothing is sent and the picks stay.
+    second = int(page.get_attribute("#rating-panel", "data-item"))
+    for key in ("5", "1", "s", "Escape", "5", "Enter"):
+        page.keyboard.press(key)
+    page.wait_for_function("document.activeElement && document.activeElement.tagName === 'TEXTAREA'")
+    assert page.locator("input[type=radio]:checked").count() == 4
+    assert not Rating.objects.filter(item_id=second).exists()
+    page.keyboard.type("The left one asks a caring question.")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(f"#rating-panel:not([data-item='{second}'])")
 
     # Revise the first item from its page: the first form is active, 1 replaces 3, Enter saves.
     page.goto(f"{live_server.url}/p/{slug}/evaluations/{evaluation.pk}/rate/{first}/")
