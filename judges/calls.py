@@ -14,11 +14,12 @@ import random
 import time
 import uuid
 from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from evaluations.models import Rating
@@ -34,6 +35,9 @@ BACKOFF_BASE_SECONDS = 0.25
 BACKOFF_CAP_SECONDS = 20.0
 STATUS_CHECK_SECONDS = 0.5
 FLIP = {"A": "B", "B": "A", "SAME": "SAME"}
+FINISHER_THREADS = 8
+
+_finisher = ThreadPoolExecutor(max_workers=FINISHER_THREADS, thread_name_prefix="judge-finish")
 
 
 class RunStopped(Exception):
@@ -50,9 +54,9 @@ class LaneContext:
     version: RubricVersion
     params: dict
     limiter: RateLimiter
+    finishes: list[Future] = field(default_factory=list)
     _checked_at: float = 0.0
     _stopped: bool = False
-    stats: Counter = field(default_factory=Counter)
 
     @classmethod
     def load(cls, run: JudgeRun) -> LaneContext:
@@ -77,8 +81,19 @@ class LaneContext:
         return self.version.rubric.kind
 
     @property
+    def calls_per_item(self) -> int:
+        swap = self.kind == "pairwise" and self.params["position_swap"]
+        return self.params["samples"] * (2 if swap else 1)
+
+    @property
     def lease_seconds(self) -> float:
         return self.params["request_timeout"] * settings.LLM_MAX_ATTEMPTS + 120
+
+    def wait_for_finishes(self) -> int:
+        """Block until this lane's background finishes are stored; returns how many lost their claim."""
+        lost = sum(1 for future in self.finishes if not future.result())
+        self.finishes.clear()
+        return lost
 
     def mark_stopped(self) -> None:
         self._stopped = True
@@ -263,30 +278,60 @@ def _logprob_fields(reply: client.Reply, version: RubricVersion, parsed: Parsed)
 
 
 # -- claiming and finishing ---------------------------------------------------------------------
+CLAIM_SQL = """
+UPDATE {table} SET status = 'claimed', claim_token = %s, claimed_at = %s
+WHERE id = (
+    SELECT id FROM {table} WHERE run_id = %s AND status = %s {stale}
+    ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED
+) RETURNING id
+"""
+
+
 def claim_next_call(ctx: LaneContext) -> tuple[JudgeCall, uuid.UUID] | None:
-    """Take the next pending call (or one whose claim outlived its lease) for this lane."""
+    """Take the next pending call (or one whose claim outlived its lease) for this lane.
+
+    The claim is one conditional UPDATE: on PostgreSQL a single statement with SKIP LOCKED, so lanes
+    never wait for each other; elsewhere a select then an update that checks the row count.
+    """
     stale = timezone.now() - timedelta(seconds=ctx.lease_seconds)
-    for status, extra in (
-        (JudgeCall.Status.PENDING, {}),
-        (JudgeCall.Status.CLAIMED, {"claimed_at__lt": stale}),
-    ):
-        for _ in range(5):
-            with transaction.atomic():
-                call = (
-                    JudgeCall.objects.select_for_update(skip_locked=True, of=("self",))
-                    .select_related("item")
-                    .filter(run_id=ctx.run_id, status=status, **extra)
-                    .order_by("id")
-                    .first()
-                )
-                if call is None:
-                    break
-                token = uuid.uuid4()
-                claimed = JudgeCall.objects.filter(
-                    pk=call.pk, status=status, claim_token=call.claim_token
-                ).update(status=JudgeCall.Status.CLAIMED, claim_token=token, claimed_at=timezone.now())
-            if claimed == 1:
-                return call, token
+    claim = _claim_postgresql if connection.vendor == "postgresql" else _claim_portable
+    for status, stale_before in ((JudgeCall.Status.PENDING, None), (JudgeCall.Status.CLAIMED, stale)):
+        claimed = claim(ctx.run_id, status, stale_before)
+        if claimed is not None:
+            call = JudgeCall.objects.select_related("item").get(pk=claimed[0])
+            return call, claimed[1]
+    return None
+
+
+def _claim_postgresql(run_id: int, status: str, stale_before) -> tuple[int, uuid.UUID] | None:
+    token = uuid.uuid4()
+    sql = CLAIM_SQL.format(
+        table=JudgeCall._meta.db_table, stale="AND claimed_at < %s" if stale_before else ""
+    )
+    params = [token, timezone.now(), run_id, status] + ([stale_before] if stale_before else [])
+    with connection.cursor() as cursor:  # one statement: atomic by itself
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    return (row[0], token) if row else None
+
+
+def _claim_portable(run_id: int, status: str, stale_before) -> tuple[int, uuid.UUID] | None:
+    extra = {"claimed_at__lt": stale_before} if stale_before else {}
+    for _ in range(5):
+        found = (
+            JudgeCall.objects.filter(run_id=run_id, status=status, **extra)
+            .order_by("id")
+            .values_list("pk", "claim_token")
+            .first()
+        )
+        if found is None:
+            return None
+        token = uuid.uuid4()
+        claimed = JudgeCall.objects.filter(pk=found[0], status=status, claim_token=found[1]).update(
+            status=JudgeCall.Status.CLAIMED, claim_token=token, claimed_at=timezone.now()
+        )
+        if claimed == 1:
+            return found[0], token
     return None
 
 
@@ -342,22 +387,42 @@ def process_call(ctx: LaneContext, call: JudgeCall, token: uuid.UUID) -> str:
         latency_ms=round(reply.latency_ms, 1),
         error="",
     )
-    return "done" if finish_call(ctx, call, token, fields) else "lost"
+    return finish_soon(ctx, call, token, fields)
+
+
+def finish_soon(ctx: LaneContext, call: JudgeCall, token: uuid.UUID, fields: dict) -> str:
+    """Store a done call on the worker's finisher threads, so the lane's next request goes out at once
+    instead of after the database round trips; inside a transaction (whose rows other connections
+    cannot see) it is stored right here. The lane waits for its finishes before it ends."""
+    if connection.in_atomic_block:
+        return "done" if finish_call(ctx, call, token, fields) else "lost"
+    ctx.finishes.append(_finisher.submit(_finish_in_thread, ctx, call, token, fields))
+    return "done"
+
+
+def _finish_in_thread(ctx: LaneContext, call: JudgeCall, token: uuid.UUID, fields: dict) -> bool:
+    close_old_connections()
+    return finish_call(ctx, call, token, fields)
 
 
 def finish_call(ctx: LaneContext, call: JudgeCall, token: uuid.UUID, fields: dict) -> bool:
-    """Store a call's outcome if this lane still holds its claim; write the item's rating when complete."""
+    """Store a call's outcome if this lane still holds its claim; write the item's rating when complete.
+
+    With several calls per item (samples, position swap) the item's calls are locked first, so the last
+    of them to finish sees all the others done and writes the rating exactly once.
+    """
     fields = {**fields, "finished_at": timezone.now(), "claim_token": None}
+    mine = JudgeCall.objects.filter(pk=call.pk, status=JudgeCall.Status.CLAIMED, claim_token=token)
     with transaction.atomic():
-        siblings = list(
-            JudgeCall.objects.select_for_update()
-            .filter(run_id=ctx.run_id, item_id=call.item_id)
-            .order_by("id")
-        )
-        updated = JudgeCall.objects.filter(
-            pk=call.pk, status=JudgeCall.Status.CLAIMED, claim_token=token
-        ).update(**fields)
-        if updated != 1:
+        if ctx.calls_per_item == 1:
+            siblings = [call]
+        else:
+            siblings = list(
+                JudgeCall.objects.select_for_update()
+                .filter(run_id=ctx.run_id, item_id=call.item_id)
+                .order_by("id")
+            )
+        if mine.update(**fields) != 1:
             return False
         for sibling in siblings:
             if sibling.pk == call.pk:
@@ -377,12 +442,19 @@ def stop_run(*, run_id: int, error: str) -> None:
 # -- the item's rating --------------------------------------------------------------------------
 def store_rating(ctx: LaneContext, item_id: int, calls: list[JudgeCall]) -> Rating:
     fields = aggregate_calls(calls, kind=ctx.kind, scale_values=ctx.version.scale_values)
-    rating, _ = Rating.objects.update_or_create(
+    rating = Rating(
         evaluation_id=ctx.evaluation_id,
         rater_id=ctx.rater_id,
         item_id=item_id,
         rubric_version_id=ctx.version.pk,
-        defaults=fields,
+        **fields,
+    )
+    # One statement whether the rating is new or (after a resume) replaced; the unique constraint decides.
+    Rating.objects.bulk_create(
+        [rating],
+        update_conflicts=True,
+        unique_fields=["evaluation", "rater", "item", "rubric_version"],
+        update_fields=[*fields, "updated"],
     )
     return rating
 

@@ -175,6 +175,7 @@ def work_lane(*, run_id: int, lane: int) -> int:
         done += 1
         if lane == 0 and done == 1:
             start_other_lanes(run)
+    done -= ctx.wait_for_finishes()
     complete_run_if_finished(run_id=run_id)
     return done
 

@@ -1,0 +1,180 @@
+"""Benchmark: 2,000 judge calls against the simulated model at 200 ms latency with concurrency 32.
+
+    .venv/bin/python bench/judge_calls.py [--calls 2000] [--latency-ms 200] [--concurrency 32]
+
+Starts its own pieces and stops them at the end: a redis-server on 127.0.0.1:8478 (broker and rate limits),
+`manage.py fake_llm` on 127.0.0.1:8477 and one Celery worker (threads pool), all against a PostgreSQL
+database of its own (bench_concord_judges, recreated each time). Prints for each scenario the wall time
+from launch to the run's end, its ratio to the limit (calls x latency / concurrency), the worker's CPU
+time per call, and checks every call was done exactly once (rows counted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+REDIS_PORT = 8478
+FAKE_PORT = 8477
+DB_NAME = "bench_concord_judges"
+PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
+BROKER = f"redis://127.0.0.1:{REDIS_PORT}/0"
+
+os.environ.update(DATABASE_URL=f"{PG}/{DB_NAME}", CELERY_BROKER_URL=BROKER, REDIS_URL=BROKER,
+                  DJANGO_SETTINGS_MODULE="config.settings", BENCH_JUDGE_KEY="bench", LOG_LEVEL="WARNING")
+sys.path.insert(0, str(ROOT))
+
+
+def recreate_database() -> None:
+    import psycopg
+
+    with psycopg.connect(f"{PG}/postgres", autocommit=True) as connection:
+        connection.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
+        connection.execute(f"CREATE DATABASE {DB_NAME}")
+
+
+def start(command: list[str], **kwargs) -> subprocess.Popen:
+    return subprocess.Popen(command, cwd=ROOT, start_new_session=True, **kwargs)
+
+
+def stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(5)
+
+
+def wait_port(port: int, timeout: float = 30) -> None:
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on port {port}")
+
+
+def make_study(calls: int):
+    from datasets.models import Dataset, Item
+    from evaluations.models import Evaluation
+    from projects.models import Project
+    from rubrics.models import Rubric, RubricVersion
+
+    project = Project.objects.create(name="Bench", slug="bench")
+    rubric = Rubric.objects.create(project=project, name="Quality", kind="likert")
+    scale = [{"value": str(n), "label": str(n), "description": ""} for n in range(1, 6)]
+    version = RubricVersion.objects.create(rubric=rubric, number=1, criterion="Quality", scale=scale,
+                                           prompt_template="Rate the last response (1-5).\n\n{{Dialog}}\n\nScore:")
+    dataset = Dataset.objects.create(project=project, name="Bench dialogs")
+    Item.objects.bulk_create(
+        Item(dataset=dataset, external_id=f"b-{n}", position=n,
+             context=[{"speaker": "USER", "text": f"Question number {n}: how are you today?"}],
+             response={"speaker": "BOT", "text": f"I am fine, thank you ({n})."})
+        for n in range(calls)
+    )
+    evaluation = Evaluation.objects.create(project=project, dataset=dataset, name="Bench")
+    evaluation.rubric_versions.set([version])
+    return project, evaluation, version
+
+
+def scenario(label: str, *, project, evaluation, version, worker, model: str, concurrency: int, limit: float,
+             **judge_fields) -> dict:
+    import psutil
+
+    from evaluations.models import Rating
+    from judges import services
+    from judges.models import Judge, JudgeCall, JudgeRun
+
+    judge = Judge.objects.create(project=project, name=label, base_url=f"http://127.0.0.1:{FAKE_PORT}/v1",
+                                 model=model, api_key_env="BENCH_JUDGE_KEY", concurrency=concurrency,
+                                 cache_enabled=False, request_timeout=10, **judge_fields)
+    process = psutil.Process(worker.pid)
+    cpu_before = sum(process.cpu_times()[:2])
+    started = time.monotonic()
+    run = services.launch_run(judge=judge, evaluation=evaluation, rubric_version=version)
+    while True:
+        time.sleep(0.05)
+        run.refresh_from_db(fields=["status"])
+        if run.status != JudgeRun.Status.RUNNING:
+            break
+    wall = time.monotonic() - started
+    cpu = sum(process.cpu_times()[:2]) - cpu_before
+    calls = run.calls
+    attempts = sum(calls.values_list("attempts", flat=True))
+    result = {
+        "scenario": label, "status": run.status, "wall_s": round(wall, 2), "limit_s": round(limit, 2),
+        "ratio": round(wall / limit, 3), "worker_cpu_ms_per_call": round(1000 * cpu / run.total_calls, 2),
+        "calls": run.total_calls, "done": calls.filter(status=JudgeCall.Status.DONE).count(),
+        "distinct_calls": calls.values("item_id", "sample", "swapped").distinct().count(),
+        "ratings": Rating.objects.filter(rater=run.rater).count(), "http_attempts": attempts,
+        "retried_calls": calls.filter(attempts__gt=1).count(),
+    }
+    result["exactly_once"] = result["done"] == result["distinct_calls"] == result["ratings"] == run.total_calls
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--latency-ms", type=float, default=200)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=48, help="Worker threads (>= concurrency).")
+    parser.add_argument("--fail-rate", type=float, default=0.1)
+    args = parser.parse_args()
+
+    recreate_database()
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    redis = start(["redis-server", "--port", str(REDIS_PORT), "--bind", "127.0.0.1", "--save", "",
+                   "--appendonly", "no"], stdout=subprocess.DEVNULL)
+    fake = start([sys.executable, "manage.py", "fake_llm", "--port", str(FAKE_PORT), "--latency-ms",
+                  str(args.latency_ms), "--retry-after", "0.2", "--stop-after", "900"], stdout=subprocess.DEVNULL)
+    worker = start([sys.executable, "-m", "celery", "-A", "config", "worker", "--loglevel", "WARNING",
+                    "--pool", "threads", "--concurrency", str(args.threads), "--without-gossip", "--without-mingle",
+                    "--without-heartbeat", "-n", f"bench-{os.getpid()}@%h"])
+    try:
+        wait_port(REDIS_PORT)
+        wait_port(FAKE_PORT)
+        from config.celery import app
+
+        deadline = time.monotonic() + 60
+        while not app.control.ping(timeout=0.5) and time.monotonic() < deadline:
+            pass
+        project, evaluation, version = make_study(args.calls)
+        limit = args.calls * args.latency_ms / 1000 / args.concurrency
+        common = {"project": project, "evaluation": evaluation, "version": version, "worker": worker,
+                  "concurrency": args.concurrency, "limit": limit}
+        results = [
+            scenario("clean", model="fake-judge", **common),
+            scenario("10% transient failures (429 with Retry-After 0.2 s, 500)",
+                     model=f"fake-judge?fault=429,500&fail_rate={args.fail_rate}", **common),
+            scenario("clean, with a Redis rate limit in the path (600k requests/min)", model="fake-judge",
+                     requests_per_minute=600_000, **common),
+        ]
+    finally:
+        for process in (worker, fake, redis):
+            stop(process)
+    print(f"{args.calls} calls, {args.latency_ms:g} ms latency, concurrency {args.concurrency}, "
+          f"worker threads {args.threads}; limit {limit:.2f} s")
+    for result in results:
+        print("  ".join(f"{key}={value}" for key, value in result.items()))
+    return 0 if all(r["exactly_once"] and r["status"] == "done" for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
