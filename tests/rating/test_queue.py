@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.test import Client
 from django.utils import timezone
 
 from evaluations.models import Rating
@@ -186,34 +187,40 @@ def test_next_item_query_count_does_not_grow_with_the_dataset(
 
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)  # keeps data-migration rows
 def test_parallel_requests_never_over_assign(project, likert):
-    """Twelve people ask at once, several times each, for items of a two-item, overlap-3 evaluation."""
+    """Twelve people, each in two browser tabs, ask for items and submit at once (overlap 3, five items)."""
     dataset = factories.make_dataset(project, items=5)
     evaluation = factories.make_evaluation(project, dataset, [likert], overlap=3)
     users = add_annotators(evaluation, 12, prefix="par")
+    base = f"/p/{project.slug}/evaluations/{evaluation.pk}/rate/"
     barrier = threading.Barrier(len(users) * 2)
     errors: list[BaseException] = []
+    statuses: list[int] = []
 
-    def work(user):
+    def tab(user):
         try:
+            client = Client()
+            client.force_login(user)
             barrier.wait()
             for _ in range(3):
-                assignment = services.next_assignment(evaluation=evaluation, user=user)
-                if assignment is None:
-                    return
-                rate(evaluation, assignment)
+                handed = client.get(base)
+                if not handed["Location"].startswith(base):
+                    return  # nothing left for this person
+                item_id = handed["Location"].rstrip("/").split("/")[-1]
+                statuses.append(
+                    client.post(f"{base}{item_id}/submit/", {f"rubric-{likert.pk}": "3"}).status_code
+                )
         except BaseException as error:  # reported by the main thread
             errors.append(error)
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=work, args=(user,)) for user in users for _ in range(2)]
+    threads = [threading.Thread(target=tab, args=(user,)) for user in users for _ in range(2)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert errors == []
+    assert errors == [] and set(statuses) == {302}
     per_item = Counter(Assignment.objects.filter(evaluation=evaluation).values_list("item_id", flat=True))
     assert sorted(per_item.values()) == [3, 3, 3, 3, 3]
     assert Rating.objects.filter(evaluation=evaluation).count() == 15
-    slots = Slot.objects.filter(evaluation=evaluation)
-    assert {slot.claims for slot in slots} == {3}
+    assert {slot.claims for slot in Slot.objects.filter(evaluation=evaluation)} == {3}
