@@ -15,16 +15,17 @@ Prints the figures and the ratio export/COPY (target >= 0.5) and RSS growth (tar
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python bench/export_ratings.py
 
-Options: --items 100000 (ratings = items x 10) --keep (keep the database) --skip-orm.
+Options: --items 100000 (ratings = items x 10), --keep (keep the database), --reuse (use the kept one),
+--import-too (also time import_ratings of the exported file), --skip-orm.
 """
 
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from urllib.parse import urlparse, urlunparse
@@ -153,6 +154,23 @@ def build(items: int) -> dict:
     }
 
 
+def existing() -> dict:
+    from django.db import connection
+
+    from evaluations.models import Evaluation
+
+    Evaluation.objects.filter(name="Import bench").delete()
+    evaluation = Evaluation.objects.get(name=EVALUATION)
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE evaluations_rating")
+    return {
+        "evaluation_id": evaluation.pk,
+        "ratings": evaluation.ratings.count(),
+        "generate_seconds": 0.0,
+        "create_evaluation_check_seconds": 0.0,
+    }
+
+
 def measure_in_child(mode: str, output: Path, bench_url: str) -> dict:
     """Run the export in a fresh Python process; it prints seconds and RSS figures as JSON."""
     command = [sys.executable, __file__, "--child", mode, "--output", str(output)]
@@ -162,6 +180,29 @@ def measure_in_child(mode: str, output: Path, bench_url: str) -> dict:
     figures = json.loads(done.stdout.strip().splitlines()[-1])
     figures["process_seconds"] = time.perf_counter() - started
     return figures
+
+
+class PeakRss:
+    """Samples this process's RSS every 20 ms in a thread; `peak` is the highest seen."""
+
+    def __init__(self):
+        import psutil
+
+        self.process = psutil.Process()
+        self.peak = self.process.memory_info().rss
+        self.running = True
+        self.thread = threading.Thread(target=self.sample, daemon=True)
+        self.thread.start()
+
+    def sample(self):
+        while self.running:
+            self.peak = max(self.peak, self.process.memory_info().rss)
+            time.sleep(0.02)
+
+    def stop(self) -> int:
+        self.running = False
+        self.thread.join()
+        return max(self.peak, self.process.memory_info().rss)
 
 
 def child(mode: str, output: str) -> None:
@@ -177,15 +218,22 @@ def child(mode: str, output: str) -> None:
     evaluation = Evaluation.objects.select_related("project").get(name=EVALUATION)
     connection.ensure_connection()
     rss_before = psutil.Process().memory_info().rss
+    sampler = PeakRss()
     started = time.perf_counter()
     if mode == "cli":
         call_command("export_ratings", "--evaluation", EVALUATION, "--layout", "long", "-o", output)
+    elif mode == "import":
+        fresh = Evaluation.objects.create(
+            project=evaluation.project, dataset=evaluation.dataset, name="Import bench", overlap=3
+        )
+        fresh.rubric_versions.set(evaluation.rubric_versions.all())
+        call_command("import_ratings", output, "--evaluation", "Import bench")
     else:
         with open(output, "wb") as handle:
             for chunk in exports.long_csv(evaluation):
                 handle.write(chunk)
     seconds = time.perf_counter() - started
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = sampler.stop()
     print(json.dumps({"seconds": seconds, "rss_before": rss_before, "rss_peak": peak}))
 
 
@@ -222,17 +270,20 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--skip-orm", action="store_true")
-    parser.add_argument("--child", choices=["cli", "orm"], help=argparse.SUPPRESS)
+    parser.add_argument("--reuse", action="store_true", help="reuse a database kept by --keep")
+    parser.add_argument("--import-too", action="store_true", help="also time importing the export (slow)")
+    parser.add_argument("--child", choices=["cli", "orm", "import"], help=argparse.SUPPRESS)
     parser.add_argument("--output", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child, args.output)
         return
     admin_url, bench_url = database_urls()
-    recreate_database(admin_url)
+    if not args.reuse:
+        recreate_database(admin_url)
     try:
         setup_django(bench_url)
-        built = build(args.items)
+        built = existing() if args.reuse else build(args.items)
         from django.db import connections
 
         connections.close_all()
@@ -263,6 +314,13 @@ def main() -> None:
                 f"peak {cli['rss_peak'] / 2**20:.0f} MB, "
                 f"growth {growth:.1f} MB (target < 50 MB)"
             )
+            if args.import_too:
+                imported = measure_in_child("import", out / "cli.csv", bench_url)
+                print(
+                    f"import_ratings of that export into a fresh evaluation: {imported['seconds']:.1f} s, "
+                    f"{ratings / imported['seconds']:,.0f} rows/s, "
+                    f"RSS growth {(imported['rss_peak'] - imported['rss_before']) / 2**20:.0f} MB"
+                )
             if not args.skip_orm:
                 orm = measure_in_child("orm", out / "orm.csv", bench_url)
                 assert count_rows(out / "orm.csv") == ratings

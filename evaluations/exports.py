@@ -185,8 +185,15 @@ def long_csv_copy(evaluation: Evaluation) -> Iterator[bytes]:
     with connection.cursor() as cursor:
         copy_sql = f"COPY ({long_sql()}) TO STDOUT WITH (FORMAT csv, ENCODING 'UTF8')"
         with cursor.cursor.copy(copy_sql, [evaluation.pk]) as copy:
+            # libpq hands COPY data over a row at a time: gather rows into ~64 KB pieces.
+            buffer = bytearray()
             for block in copy:
-                yield bytes(block)
+                buffer += block
+                if len(buffer) >= CHUNK_BYTES:
+                    yield bytes(buffer)
+                    buffer.clear()
+            if buffer:
+                yield bytes(buffer)
 
 
 # --- JSONL -----------------------------------------------------------------------------------
