@@ -20,6 +20,7 @@ LABELS = {
     "bias": "Bias (model - people)",
     "accuracy": "Accuracy",
 }
+DISAGREEMENTS_SHOWN = 8
 SKIP = {"why", "ci", "items", "raters", "pairs", "items_without_majority"}
 CSV_COLUMNS = [
     "rubric",
@@ -137,8 +138,14 @@ def present_rubric(block: dict) -> dict:
                 "heat": heat_map(rater["confusion"]),
             }
         )
+    by_model: dict[str, list[dict]] = {}
+    for entry in block.get("disagreements", []):
+        shown = by_model.setdefault(entry["rater"], [])
+        if len(shown) < DISAGREEMENTS_SHOWN:
+            shown.append(entry)
     return {
         **block,
+        "disagreements_by_model": by_model,
         "human_rows": metric_rows(hh),
         "pairs": hh.get("pairs", []),
         "model_raters": raters,

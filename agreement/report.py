@@ -20,7 +20,9 @@ from functools import cached_property
 
 import numpy as np
 from django.apps import apps
+from django.db.models import TextField
 from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast
 
 from agreement import statistics as st
 from datasets.models import Item
@@ -137,12 +139,17 @@ def _number(text: str) -> float:
         return np.nan
 
 
+def _metadata_text(key: str) -> Cast:
+    # Cast to text so `=` compares text on every backend (SQLite would otherwise parse the value as JSON).
+    return Cast(KeyTextTransform(key, "metadata"), output_field=TextField())
+
+
 def items_matching(*, evaluation: Evaluation, where: dict[str, str]) -> np.ndarray:
     """Ids of the evaluation's items whose metadata has key = value for every pair in `where`."""
     queryset = Item.objects.filter(dataset_id=evaluation.dataset_id)
     for n, (key, value) in enumerate(sorted(where.items())):
         alias = f"_meta{n}"
-        queryset = queryset.annotate(**{alias: KeyTextTransform(key, "metadata")}).filter(**{alias: value})
+        queryset = queryset.annotate(**{alias: _metadata_text(key)}).filter(**{alias: value})
     return np.array(list(queryset.values_list("id", flat=True)), dtype=np.int64)
 
 
@@ -150,7 +157,7 @@ def metadata_values(*, evaluation: Evaluation, key: str) -> dict[str, np.ndarray
     """{value: item ids} for one metadata key over the evaluation's items (items without it left out)."""
     rows = (
         Item.objects.filter(dataset_id=evaluation.dataset_id)
-        .annotate(_meta=KeyTextTransform(key, "metadata"))
+        .annotate(_meta=_metadata_text(key))
         .exclude(_meta=None)
         .values_list("_meta", "id")
     )
@@ -833,6 +840,7 @@ def _headline_names(ctx: Context) -> list[str]:
         names += ["maj:spearman", "maj:mae", "maj:bias"]
     if ctx.tie is not None:
         names += ["each:agreement_with_ties", "each:agreement_without_ties"]
+        names += ["maj:agreement_with_ties", "maj:agreement_without_ties"]
     verdict = ["kappa_model", "kappa_humans", "kappa_diff", "pa_model", "pa_humans", "pa_diff"]
     return [*names, *(f"verdict:{name}" for name in verdict)]
 
@@ -859,6 +867,12 @@ def _headline_figures(ctx: Context, unique: np.ndarray, w: np.ndarray, names: li
         np.trace(confusion, axis1=1, axis2=2), confusion.sum(axis=(1, 2))
     )
     results["maj:cohen_kappa"] = st.kappa_from_confusion(confusion, weights=ctx.kappa_weights)
+    if ctx.tie is not None:
+        results["maj:agreement_with_ties"] = results["maj:percent_agreement"]
+        kept = np.delete(np.delete(confusion, ctx.tie, axis=1), ctx.tie, axis=2)
+        results["maj:agreement_without_ties"] = st._divide(
+            np.trace(kept, axis1=1, axis2=2), kept.sum(axis=(1, 2))
+        )
     if ctx.data.is_likert:
         results["maj:spearman"] = st.w_spearman(model_value, ref_value, w)
         difference = model_value - ref_value
@@ -959,11 +973,11 @@ def disagreement_list(
     usable = np.isfinite(values[:, col]) & present.any(axis=1)
     if not usable.any():
         return []
+    reference, _ = ctx.reference
+    differ = (codes[:, cols] != codes[:, [col]]) & present
     if ctx.data.is_likert:
-        reference, _ = ctx.reference
         distance = np.abs(values[:, col] - reference)
     else:
-        differ = (codes[:, cols] != codes[:, [col]]) & present
         distance = differ.sum(axis=1) / np.maximum(present.sum(axis=1), 1)
     distance = np.where(usable, distance, -1.0)
     order = np.lexsort((ctx.matrix.item_ids, -present.sum(axis=1), -distance))
@@ -977,6 +991,9 @@ def disagreement_list(
                 human_names[h]: _label(ctx, human_vals[n, h]) for h in range(len(cols)) if present[n, h]
             },
             "distance": round(float(distance[n]), 4),
+            "people": int(present[n].sum()),
+            "contradicts": int(differ[n].sum()),
+            "people_mean": round(float(reference[n]), 4) if ctx.data.is_likert else None,
         }
         for n in chosen
     ]

@@ -30,8 +30,17 @@ def parameters_key(parameters: dict) -> str:
     return hashlib.sha256(json.dumps(parameters, sort_keys=True).encode()).hexdigest()
 
 
+# Bump when the report's JSON changes shape, so reports cached by older code are recomputed.
+REPORT_FORMAT = 2
+
+
 def report_parameters(*, where: dict[str, str] | None = None, resamples: int = DEFAULT_RESAMPLES) -> dict:
-    return {"where": dict(sorted((where or {}).items())), "resamples": resamples, "seed": DEFAULT_SEED}
+    return {
+        "where": dict(sorted((where or {}).items())),
+        "resamples": resamples,
+        "seed": DEFAULT_SEED,
+        "format": REPORT_FORMAT,
+    }
 
 
 def cached_report(
