@@ -11,11 +11,12 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect, push_url
 from django_htmx.middleware import HtmxDetails
 
+from datasets.models import Item
 from evaluations.models import Evaluation
 from projects.access import RESEARCHER, get_project_for
 
 from . import annotators, pages, services
-from .models import Assignment
+from .models import Assignment, pairwise_left_side
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -114,23 +115,41 @@ def _refused(request: HtmxHttpRequest, context: dict, status: int) -> HttpRespon
     return render(request, RATE_TEMPLATE + ("#panel" if request.htmx else ""), context, status=status)
 
 
+def _unsaved_assignment(evaluation: Evaluation, item: Item, user) -> Assignment:
+    """An assignment shown but never saved, to put a refused form back on the screen."""
+    return Assignment(
+        evaluation=evaluation,
+        item=item,
+        user=user,
+        status=Assignment.Status.EXPIRED,
+        left_side=pairwise_left_side(user_id=user.pk, item_id=item.pk),
+    )
+
+
+def _not_yours(request: HtmxHttpRequest, evaluation: Evaluation, item_id: int) -> HttpResponse:
+    """A submit for an item of the evaluation the person does not hold: refused, their answers shown back."""
+    item = get_object_or_404(Item, pk=item_id, dataset_id=evaluation.dataset_id)
+    unsaved = _unsaved_assignment(evaluation, item, request.user)
+    errors = services.AnswerErrors(
+        general=[
+            "This item is not reserved for you or assigned to you, so nothing was saved. "
+            "Use “Next item” to get one."
+        ]
+    )
+    context = pages.rating_context(
+        evaluation=evaluation, assignment=unsaved, typed=pages.typed_values(request.POST), errors=errors
+    )
+    context["not_yours"] = True
+    return render(request, RATE_TEMPLATE + ("#panel" if request.htmx else ""), context, status=403)
+
+
 @require_POST
 @login_required
 def rate_submit(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -> HttpResponse:
     evaluation = _evaluation_for_annotator(request, slug, pk)
     assignment = _own_assignment(evaluation, item_id, request.user)
     if assignment is None:
-        # Nothing to show the item with, so say so plainly (and keep nothing).
-        return render(
-            request,
-            "rating/refused.html",
-            {
-                "evaluation": evaluation,
-                "message": "This item is not reserved for you or assigned to you; "
-                "nothing was saved. Use “Next item” to get one.",
-            },
-            status=403,
-        )
+        return _not_yours(request, evaluation, item_id)
     versions = services.evaluation_versions(evaluation)
     answers, errors = services.read_answers(versions=versions, data=request.POST)
     typed = pages.typed_values(request.POST)

@@ -193,9 +193,11 @@ def test_rating_an_item_not_reserved_for_you_is_refused(
     reserve(annotator_client, evaluation)
     other_item = dataset.items.get(position=3)
     response = annotator_client.post(url("rate_submit", evaluation, other_item.pk), answers(likert, pairwise))
+    page = response.content.decode()
     assert response.status_code == 403
-    assert "not reserved for you" in response.content.decode()
-    assert not Rating.objects.exists()
+    assert "This item is not reserved for you or assigned to you, so nothing was saved." in page
+    assert "A is kinder." in page and 'value="4" data-key="4" checked' in page
+    assert not Rating.objects.exists() and not Assignment.objects.filter(item=other_item).exists()
 
 
 def test_missing_csrf_token_is_refused_and_the_form_comes_back_with_a_fresh_token(
@@ -253,3 +255,12 @@ def test_rating_page_query_count_is_constant(annotator_client, evaluation, djang
     assignment = reserve(annotator_client, evaluation)
     with django_assert_max_num_queries(14):
         annotator_client.get(url("rate_item", evaluation, assignment.item_id))
+
+
+def test_rating_an_item_of_another_dataset_is_404(annotator_client, evaluation, likert, pairwise, project):
+    from tests import factories
+
+    elsewhere = factories.make_dataset(project, items=1).items.get()
+    response = annotator_client.post(url("rate_submit", evaluation, elsewhere.pk), answers(likert, pairwise))
+    assert response.status_code == 404
+    assert not Rating.objects.exists()
