@@ -26,8 +26,14 @@ DB_NAME = "bench_concord_judges"
 PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
 BROKER = f"redis://127.0.0.1:{REDIS_PORT}/0"
 
-os.environ.update(DATABASE_URL=f"{PG}/{DB_NAME}", CELERY_BROKER_URL=BROKER, REDIS_URL=BROKER,
-                  DJANGO_SETTINGS_MODULE="config.settings", BENCH_JUDGE_KEY="bench", LOG_LEVEL="WARNING")
+os.environ.update(
+    DATABASE_URL=f"{PG}/{DB_NAME}",
+    CELERY_BROKER_URL=BROKER,
+    REDIS_URL=BROKER,
+    DJANGO_SETTINGS_MODULE="config.settings",
+    BENCH_JUDGE_KEY="bench",
+    LOG_LEVEL="WARNING",
+)
 sys.path.insert(0, str(ROOT))
 
 
@@ -74,13 +80,22 @@ def make_study(calls: int):
     project = Project.objects.create(name="Bench", slug="bench")
     rubric = Rubric.objects.create(project=project, name="Quality", kind="likert")
     scale = [{"value": str(n), "label": str(n), "description": ""} for n in range(1, 6)]
-    version = RubricVersion.objects.create(rubric=rubric, number=1, criterion="Quality", scale=scale,
-                                           prompt_template="Rate the last response (1-5).\n\n{{Dialog}}\n\nScore:")
+    version = RubricVersion.objects.create(
+        rubric=rubric,
+        number=1,
+        criterion="Quality",
+        scale=scale,
+        prompt_template="Rate the last response (1-5).\n\n{{Dialog}}\n\nScore:",
+    )
     dataset = Dataset.objects.create(project=project, name="Bench dialogs")
     Item.objects.bulk_create(
-        Item(dataset=dataset, external_id=f"b-{n}", position=n,
-             context=[{"speaker": "USER", "text": f"Question number {n}: how are you today?"}],
-             response={"speaker": "BOT", "text": f"I am fine, thank you ({n})."})
+        Item(
+            dataset=dataset,
+            external_id=f"b-{n}",
+            position=n,
+            context=[{"speaker": "USER", "text": f"Question number {n}: how are you today?"}],
+            response={"speaker": "BOT", "text": f"I am fine, thank you ({n})."},
+        )
         for n in range(calls)
     )
     evaluation = Evaluation.objects.create(project=project, dataset=dataset, name="Bench")
@@ -88,19 +103,37 @@ def make_study(calls: int):
     return project, evaluation, version
 
 
-def scenario(label: str, *, project, evaluation, version, worker, model: str, concurrency: int, limit: float,
-             **judge_fields) -> dict:
+def scenario(
+    label: str,
+    *,
+    project,
+    evaluation,
+    version,
+    workers,
+    model: str,
+    concurrency: int,
+    limit: float,
+    **judge_fields,
+) -> dict:
     import psutil
 
     from evaluations.models import Rating
     from judges import services
     from judges.models import Judge, JudgeCall, JudgeRun
 
-    judge = Judge.objects.create(project=project, name=label, base_url=f"http://127.0.0.1:{FAKE_PORT}/v1",
-                                 model=model, api_key_env="BENCH_JUDGE_KEY", concurrency=concurrency,
-                                 cache_enabled=False, request_timeout=10, **judge_fields)
-    process = psutil.Process(worker.pid)
-    cpu_before = sum(process.cpu_times()[:2])
+    judge = Judge.objects.create(
+        project=project,
+        name=label,
+        base_url=f"http://127.0.0.1:{FAKE_PORT}/v1",
+        model=model,
+        api_key_env="BENCH_JUDGE_KEY",
+        concurrency=concurrency,
+        cache_enabled=False,
+        request_timeout=10,
+        **judge_fields,
+    )
+    processes = [psutil.Process(worker.pid) for worker in workers]
+    cpu_before = sum(sum(process.cpu_times()[:2]) for process in processes)
     started = time.monotonic()
     run = services.launch_run(judge=judge, evaluation=evaluation, rubric_version=version)
     while True:
@@ -109,18 +142,26 @@ def scenario(label: str, *, project, evaluation, version, worker, model: str, co
         if run.status != JudgeRun.Status.RUNNING:
             break
     wall = time.monotonic() - started
-    cpu = sum(process.cpu_times()[:2]) - cpu_before
+    cpu = sum(sum(process.cpu_times()[:2]) for process in processes) - cpu_before
     calls = run.calls
     attempts = sum(calls.values_list("attempts", flat=True))
     result = {
-        "scenario": label, "status": run.status, "wall_s": round(wall, 2), "limit_s": round(limit, 2),
-        "ratio": round(wall / limit, 3), "worker_cpu_ms_per_call": round(1000 * cpu / run.total_calls, 2),
-        "calls": run.total_calls, "done": calls.filter(status=JudgeCall.Status.DONE).count(),
+        "scenario": label,
+        "status": run.status,
+        "wall_s": round(wall, 2),
+        "limit_s": round(limit, 2),
+        "ratio": round(wall / limit, 3),
+        "worker_cpu_ms_per_call": round(1000 * cpu / run.total_calls, 2),
+        "calls": run.total_calls,
+        "done": calls.filter(status=JudgeCall.Status.DONE).count(),
         "distinct_calls": calls.values("item_id", "sample", "swapped").distinct().count(),
-        "ratings": Rating.objects.filter(rater=run.rater).count(), "http_attempts": attempts,
+        "ratings": Rating.objects.filter(rater=run.rater).count(),
+        "http_attempts": attempts,
         "retried_calls": calls.filter(attempts__gt=1).count(),
     }
-    result["exactly_once"] = result["done"] == result["distinct_calls"] == result["ratings"] == run.total_calls
+    result["exactly_once"] = (
+        result["done"] == result["distinct_calls"] == result["ratings"] == run.total_calls
+    )
     return result
 
 
@@ -129,10 +170,14 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--latency-ms", type=float, default=200)
     parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--threads", type=int, default=48, help="Worker threads (>= concurrency).")
+    parser.add_argument("--workers", type=int, default=1, help="Celery worker processes.")
+    parser.add_argument(
+        "--threads", type=int, default=48, help="Threads per worker (all together >= concurrency)."
+    )
     parser.add_argument("--fail-rate", type=float, default=0.1)
     args = parser.parse_args()
 
+    load_before = " ".join(f"{value:.1f}" for value in os.getloadavg())
     recreate_database()
     import django
 
@@ -140,37 +185,102 @@ def main() -> int:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    redis = start(["redis-server", "--port", str(REDIS_PORT), "--bind", "127.0.0.1", "--save", "",
-                   "--appendonly", "no"], stdout=subprocess.DEVNULL)
-    fake = start([sys.executable, "manage.py", "fake_llm", "--port", str(FAKE_PORT), "--latency-ms",
-                  str(args.latency_ms), "--retry-after", "0.2", "--stop-after", "900"], stdout=subprocess.DEVNULL)
-    worker = start([sys.executable, "-m", "celery", "-A", "config", "worker", "--loglevel", "WARNING",
-                    "--pool", "threads", "--concurrency", str(args.threads), "--without-gossip", "--without-mingle",
-                    "--without-heartbeat", "-n", f"bench-{os.getpid()}@%h"])
+    redis = start(
+        [
+            "redis-server",
+            "--port",
+            str(REDIS_PORT),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    fake = start(
+        [
+            sys.executable,
+            "manage.py",
+            "fake_llm",
+            "--port",
+            str(FAKE_PORT),
+            "--latency-ms",
+            str(args.latency_ms),
+            "--retry-after",
+            "0.2",
+            "--stop-after",
+            "900",
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    workers = [
+        start(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "worker",
+                "--loglevel",
+                "WARNING",
+                "--pool",
+                "threads",
+                "--concurrency",
+                str(args.threads),
+                "--prefetch-multiplier",
+                "1",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "-n",
+                f"bench-{os.getpid()}-{n}@%h",
+            ]
+        )
+        for n in range(args.workers)
+    ]
     try:
         wait_port(REDIS_PORT)
         wait_port(FAKE_PORT)
         from config.celery import app
 
         deadline = time.monotonic() + 60
-        while not app.control.ping(timeout=0.5) and time.monotonic() < deadline:
+        while len(app.control.ping(timeout=0.5) or []) < args.workers and time.monotonic() < deadline:
             pass
         project, evaluation, version = make_study(args.calls)
         limit = args.calls * args.latency_ms / 1000 / args.concurrency
-        common = {"project": project, "evaluation": evaluation, "version": version, "worker": worker,
-                  "concurrency": args.concurrency, "limit": limit}
+        common = {
+            "project": project,
+            "evaluation": evaluation,
+            "version": version,
+            "workers": workers,
+            "concurrency": args.concurrency,
+            "limit": limit,
+        }
         results = [
             scenario("clean", model="fake-judge", **common),
-            scenario("10% transient failures (429 with Retry-After 0.2 s, 500)",
-                     model=f"fake-judge?fault=429,500&fail_rate={args.fail_rate}", **common),
-            scenario("clean, with a Redis rate limit in the path (600k requests/min)", model="fake-judge",
-                     requests_per_minute=600_000, **common),
+            scenario(
+                "10% transient failures (429 with Retry-After 0.2 s, 500)",
+                model=f"fake-judge?fault=429,500&fail_rate={args.fail_rate}",
+                **common,
+            ),
+            scenario(
+                "clean, with a Redis rate limit in the path (600k requests/min)",
+                model="fake-judge",
+                requests_per_minute=600_000,
+                **common,
+            ),
         ]
     finally:
-        for process in (worker, fake, redis):
+        for process in (*workers, fake, redis):
             stop(process)
-    print(f"{args.calls} calls, {args.latency_ms:g} ms latency, concurrency {args.concurrency}, "
-          f"worker threads {args.threads}; limit {limit:.2f} s")
+    print(
+        f"{args.calls} calls, {args.latency_ms:g} ms latency, concurrency {args.concurrency}, "
+        f"{args.workers} worker process(es) x {args.threads} threads; limit {limit:.2f} s; "
+        f"load average before: {load_before}"
+    )
     for result in results:
         print("  ".join(f"{key}={value}" for key, value in result.items()))
     return 0 if all(r["exactly_once"] and r["status"] == "done" for r in results) else 1

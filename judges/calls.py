@@ -22,6 +22,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
+from datasets.models import Item
 from evaluations.models import Rating
 from rubrics.models import RubricVersion
 from rubrics.rendering import render_prompt
@@ -279,40 +280,72 @@ def _logprob_fields(reply: client.Reply, version: RubricVersion, parsed: Parsed)
 
 # -- claiming and finishing ---------------------------------------------------------------------
 CLAIM_SQL = """
-UPDATE {table} SET status = 'claimed', claim_token = %s, claimed_at = %s
-WHERE id = (
-    SELECT id FROM {table} WHERE run_id = %s AND status = %s {stale}
-    ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED
-) RETURNING id
+WITH claimed AS (
+    UPDATE {calls} SET status = 'claimed', claim_token = %s, claimed_at = %s
+    WHERE id = (
+        SELECT id FROM {calls} WHERE run_id = %s AND status = %s {stale}
+        ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED
+    ) RETURNING id, item_id, sample, swapped, attempts
+)
+SELECT claimed.id, claimed.sample, claimed.swapped, claimed.attempts, item.id, item.external_id,
+       item.context::text, item.response::text, item.baseline::text, item.metadata::text
+FROM claimed JOIN {items} item ON item.id = claimed.item_id
 """
 
 
 def claim_next_call(ctx: LaneContext) -> tuple[JudgeCall, uuid.UUID] | None:
     """Take the next pending call (or one whose claim outlived its lease) for this lane.
 
-    The claim is one conditional UPDATE: on PostgreSQL a single statement with SKIP LOCKED, so lanes
-    never wait for each other; elsewhere a select then an update that checks the row count.
+    The claim is one conditional UPDATE: on PostgreSQL a single statement with SKIP LOCKED that also
+    returns the item, so lanes never wait for each other; elsewhere a select then an update that checks
+    the row count.
     """
     stale = timezone.now() - timedelta(seconds=ctx.lease_seconds)
-    claim = _claim_postgresql if connection.vendor == "postgresql" else _claim_portable
     for status, stale_before in ((JudgeCall.Status.PENDING, None), (JudgeCall.Status.CLAIMED, stale)):
-        claimed = claim(ctx.run_id, status, stale_before)
-        if claimed is not None:
-            call = JudgeCall.objects.select_related("item").get(pk=claimed[0])
-            return call, claimed[1]
+        if connection.vendor == "postgresql":
+            claimed = _claim_postgresql(ctx.run_id, status, stale_before)
+        else:
+            found = _claim_portable(ctx.run_id, status, stale_before)
+            claimed = found and (JudgeCall.objects.select_related("item").get(pk=found[0]), found[1])
+        if claimed:
+            return claimed
     return None
 
 
-def _claim_postgresql(run_id: int, status: str, stale_before) -> tuple[int, uuid.UUID] | None:
+def _claim_postgresql(run_id: int, status: str, stale_before) -> tuple[JudgeCall, uuid.UUID] | None:
     token = uuid.uuid4()
     sql = CLAIM_SQL.format(
-        table=JudgeCall._meta.db_table, stale="AND claimed_at < %s" if stale_before else ""
+        calls=JudgeCall._meta.db_table,
+        items=Item._meta.db_table,
+        stale="AND claimed_at < %s" if stale_before else "",
     )
     params = [token, timezone.now(), run_id, status] + ([stale_before] if stale_before else [])
     with connection.cursor() as cursor:  # one statement: atomic by itself
         cursor.execute(sql, params)
         row = cursor.fetchone()
-    return (row[0], token) if row else None
+    if row is None:
+        return None
+    call_id, sample, swapped, attempts, item_id, external_id, *documents = row
+    context, response, baseline, metadata = (json.loads(text) if text else None for text in documents)
+    item = Item(
+        id=item_id,
+        external_id=external_id,
+        context=context or [],
+        response=response,
+        baseline=baseline,
+        metadata=metadata or {},
+    )
+    call = JudgeCall(
+        id=call_id,
+        run_id=run_id,
+        item=item,
+        sample=sample,
+        swapped=swapped,
+        attempts=attempts,
+        status=JudgeCall.Status.CLAIMED,
+        claim_token=token,
+    )
+    return call, token
 
 
 def _claim_portable(run_id: int, status: str, stale_before) -> tuple[int, uuid.UUID] | None:
