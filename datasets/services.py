@@ -21,6 +21,7 @@ import ftfy
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Max
+from psycopg.copy import QueuedLibpqWriter
 
 from .models import Dataset, Item
 from .readers import Encoding, EntryStream, FileRefused, detect_encoding, detect_format
@@ -29,7 +30,11 @@ from .records import ItemRecord, RecordError, check_item_object
 MAX_REPORTED = 1000  # problems and repairs kept for display; counts are always complete
 PROGRESS_EVERY = 2000  # items between progress callbacks
 BULK_BATCH = 2000
-COPY_COLUMNS = "dataset_id, external_id, position, context, response, baseline, metadata, search_text"
+COPY_STATEMENT = (
+    "COPY datasets_item (dataset_id, external_id, position, context, response, baseline, metadata, "
+    "search_text) FROM STDIN"
+)
+COPY_BATCH_CHARS = 1 << 20
 
 # UTF-8 read as Latin-1/Windows-1252 leaves a lead byte (Â..ô) before a continuation byte (U+0080..U+00BF
 # or its Windows-1252 look-alikes). Text without such a pair cannot be that mojibake, so ftfy (slow) is
@@ -125,37 +130,24 @@ def import_dataset(
         encoding = detect_encoding(path, convert=convert_encoding)
         result.encoding = encoding.found + (", converted to UTF-8" if encoding.converted else "")
         result.format = detect_format(path, encoding, format)
-        with _spool() as spool:
-            base = _validate(
-                path,
-                encoding,
-                target,
-                result,
-                spool,
-                mapping=mapping,
-                progress=progress,
-                repair_text=repair_text,
-                keep_mojibake=keep_mojibake,
-            )
-            if result.error_count == 0 and result.created == 0:
-                result.add_error(RecordError("the file has no items: there is nothing to import"))
-            if result.error_count:
-                result.created = 0
-                return result
-            spool.flush()
-            _write(
-                spool,
-                project=project,
-                name=name,
-                target=target,
-                base=base,
-                user=user,
-                filename=path.name,
-                result=result,
-            )
+        checker = _Checker(
+            path, encoding, result, mapping=mapping, repair_text=repair_text, keep_mojibake=keep_mojibake
+        )
+        destination = {
+            "project": project,
+            "name": name.strip(),
+            "target": target,
+            "user": user,
+            "filename": path.name,
+        }
+        if connection.vendor == "postgresql" and progress is None:
+            _import_while_copying(checker, **destination)
+        else:
+            _import_through_spool(checker, progress=progress, **destination)
     except FileRefused as refused:
         result.add_error(refused.error)
-        result.created = 0
+    if result.error_count:
+        result.created, result.dataset = 0, None
     return result
 
 
@@ -186,55 +178,158 @@ def _check_size(path: Path) -> None:
         raise FileRefused(f"the file is {size:,} bytes, over the limit of {limit:,} bytes; it was not read")
 
 
-def _validate(
-    path: Path,
-    encoding: Encoding,
-    target: Dataset | None,
-    result: ImportResult,
-    spool: IO[str],
+class _Checker:
+    """Reads the file and checks every item: ids unique in the file and against the dataset, text
+    free of (or repaired from) mojibake. Yields the accepted records with their positions while it
+    records every problem in the result."""
+
+    def __init__(
+        self,
+        path: Path,
+        encoding: Encoding,
+        result: ImportResult,
+        *,
+        mapping,
+        repair_text: bool,
+        keep_mojibake: bool,
+    ):
+        self.path, self.encoding, self.result = path, encoding, result
+        self.mapping, self.repair_text, self.keep_mojibake = mapping, repair_text, keep_mojibake
+        self.existing_ids: set[str] = set()
+        self.base = 0
+
+    def against(self, dataset: Dataset | None) -> None:
+        """Check ids against `dataset` and number new items after its last one."""
+        if dataset is None:
+            return
+        self.existing_ids = set(dataset.items.values_list("external_id", flat=True))
+        top = dataset.items.aggregate(top=Max("position"))["top"]
+        self.base = 0 if top is None else top + 1
+
+    def records(self, progress: Progress | None = None) -> Iterator[tuple[ItemRecord, int]]:
+        result = self.result
+        seen: dict[str, int | None] = {}
+        kept_mojibake = 0
+        total = self.path.stat().st_size
+        entries = EntryStream(self.path, self.encoding, result.format, mapping=self.mapping)
+        for count, entry in enumerate(entries):
+            if progress and count % PROGRESS_EVERY == 0:
+                progress(min(total, entries.bytes_read()), result.created)
+            for error in entry.errors:
+                result.add_error(error)
+            record, errors = (None, []) if entry.errors else check_item_object(entry.obj, line=entry.line)
+            for error in errors:
+                result.add_error(error)
+            if record is None or not _check_id(record, seen, self.existing_ids, result):
+                continue
+            kept_mojibake += _check_text(
+                record, result, repair_text=self.repair_text, keep_mojibake=self.keep_mojibake
+            )
+            yield record, self.base + result.created
+            result.created += 1
+        if kept_mojibake:
+            result.warnings.append(
+                f"{kept_mojibake} text(s) look like mojibake and were imported unchanged (keep mojibake)."
+            )
+        if result.error_count == 0 and result.created == 0:
+            result.add_error(RecordError("the file has no items: there is nothing to import"))
+        if progress:
+            progress(total, result.created)
+
+
+class _Refused(Exception):
+    """Raised inside the import transaction to roll it back once the file turned out to have problems."""
+
+
+def _import_while_copying(
+    checker: _Checker, *, project, name: str, target: Dataset | None, user, filename: str
+) -> None:
+    """PostgreSQL, one pass: COPY rows while later ones are still being checked, so checking (Python)
+    and loading (the server) overlap. The first problem stops the writing, the checking goes on so the
+    report is complete, and then the whole transaction is rolled back."""
+    result = checker.result
+    try:
+        with transaction.atomic():
+            dataset = _open_dataset(project=project, name=name, target=target, user=user, filename=filename)
+            checker.against(target and dataset)
+            with connection.cursor() as cursor:
+                raw = cursor.cursor
+                with raw.copy(COPY_STATEMENT, writer=QueuedLibpqWriter(raw)) as copy:
+                    prefix, size = f"{dataset.pk}\t", 0
+                    batch: list[str] = []
+                    for record, position in checker.records():
+                        if result.error_count:
+                            continue
+                        line = _copy_line(record, position)
+                        batch += (prefix, line)
+                        size += len(line)
+                        if size > COPY_BATCH_CHARS:
+                            copy.write("".join(batch))
+                            batch, size = [], 0
+                    if result.error_count:
+                        raise _Refused
+                    copy.write("".join(batch))
+            _count_items(dataset)
+    except _Refused:
+        return
+    except IntegrityError as error:
+        raise FileRefused(f"the database refused the items ({error}); nothing was imported") from None
+    result.dataset = dataset
+
+
+def _import_through_spool(
+    checker: _Checker,
     *,
-    mapping,
-    progress,
-    repair_text: bool,
-    keep_mojibake: bool,
-) -> int:
-    """Check every item, spool the good ones while the file is still clean; returns the first position."""
-    existing_ids: set[str] = set()
-    base = 0
-    if target is not None:
-        existing_ids = set(target.items.values_list("external_id", flat=True))
-        top = target.items.aggregate(top=Max("position"))["top"]
-        base = 0 if top is None else top + 1
-    seen: dict[str, int | None] = {}
-    writer = _row_writer(spool)
-    mojibake_warned = 0
-    total = path.stat().st_size
-    entries = EntryStream(path, encoding, result.format, mapping=mapping)
-    for count, entry in enumerate(entries):
-        if progress and count % PROGRESS_EVERY == 0:
-            progress(min(total, entries.bytes_read()), result.created)
-        for error in entry.errors:
-            result.add_error(error)
-        if entry.errors:
-            continue
-        record, errors = check_item_object(entry.obj, line=entry.line)
-        for error in errors:
-            result.add_error(error)
-        if record is None:
-            continue
-        if not _check_id(record, seen, existing_ids, result):
-            continue
-        mojibake_warned += _check_text(record, result, repair_text=repair_text, keep_mojibake=keep_mojibake)
-        if result.error_count == 0:
-            writer(record, base + result.created)
-        result.created += 1
-    if mojibake_warned:
-        result.warnings.append(
-            f"{mojibake_warned} text(s) look like mojibake and were imported unchanged (keep mojibake)."
+    progress: Progress | None,
+    project,
+    name: str,
+    target: Dataset | None,
+    user,
+    filename: str,
+) -> None:
+    """Two passes: check everything while writing accepted rows to a spool file (no transaction is
+    open, so progress saved by the caller is visible), then load the spool in one transaction."""
+    result = checker.result
+    checker.against(target)
+    with _spool() as spool:
+        writer = _row_writer(spool)
+        for record, position in checker.records(progress):
+            if result.error_count == 0:
+                writer(record, position)
+        if result.error_count:
+            return
+        spool.flush()
+        try:
+            with transaction.atomic():
+                dataset = _open_dataset(
+                    project=project, name=name, target=target, user=user, filename=filename
+                )
+                if target is not None:
+                    top = dataset.items.aggregate(top=Max("position"))["top"]
+                    if (top if top is not None else -1) + 1 != checker.base:
+                        raise FileRefused("the dataset changed while this file was checked; import it again")
+                spool.seek(0)
+                if connection.vendor == "postgresql":
+                    _copy_into(spool, dataset.pk)
+                else:
+                    _bulk_create(spool, dataset)
+                _count_items(dataset)
+        except IntegrityError as error:
+            raise FileRefused(f"the database refused the items ({error}); nothing was imported") from None
+    result.dataset = dataset
+
+
+def _open_dataset(*, project, name: str, target: Dataset | None, user, filename: str) -> Dataset:
+    if target is None:
+        return Dataset.objects.create(
+            project=project, name=name, source_filename=filename[:300], created_by=user
         )
-    if progress:
-        progress(total, result.created)
-    return base
+    return Dataset.objects.select_for_update().get(pk=target.pk)
+
+
+def _count_items(dataset: Dataset) -> None:
+    Dataset.objects.filter(pk=dataset.pk).update(item_count=dataset.items.count())
+    dataset.refresh_from_db()
 
 
 def _check_id(
@@ -384,52 +479,18 @@ def _json_line(record: ItemRecord, position: int) -> str:
     return json.dumps(row, ensure_ascii=False) + "\n"
 
 
-def _write(
-    spool: IO[str],
-    *,
-    project,
-    name: str,
-    target: Dataset | None,
-    base: int,
-    user,
-    filename: str,
-    result: ImportResult,
-) -> None:
-    try:
-        with transaction.atomic():
-            if target is None:
-                dataset = Dataset.objects.create(
-                    project=project, name=name.strip(), source_filename=filename[:300], created_by=user
-                )
-            else:
-                dataset = Dataset.objects.select_for_update().get(pk=target.pk)
-                top = dataset.items.aggregate(top=Max("position"))["top"]
-                if (top if top is not None else -1) + 1 != base:
-                    raise FileRefused("the dataset changed while this file was checked; import it again")
-            spool.seek(0)
-            if connection.vendor == "postgresql":
-                _copy_into(spool, dataset.pk)
-            else:
-                _bulk_create(spool, dataset)
-            Dataset.objects.filter(pk=dataset.pk).update(item_count=dataset.items.count())
-            dataset.refresh_from_db()
-    except IntegrityError as error:
-        raise FileRefused(f"the database refused the items ({error}); nothing was imported") from None
-    result.dataset = dataset
-
-
 def _copy_into(spool: IO[str], dataset_id: int) -> None:
     prefix = f"{dataset_id}\t"
     with connection.cursor() as cursor:
         raw = cursor.cursor
-        with raw.copy(f"COPY datasets_item ({COPY_COLUMNS}) FROM STDIN") as copy:
+        with raw.copy(COPY_STATEMENT) as copy:
             batch: list[str] = []
             size = 0
             for line in spool:
                 batch.append(prefix)
                 batch.append(line)
                 size += len(line)
-                if size > 1 << 20:
+                if size > COPY_BATCH_CHARS:
                     copy.write("".join(batch))
                     batch, size = [], 0
             if batch:

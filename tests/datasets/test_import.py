@@ -281,3 +281,21 @@ def test_json_array_errors_are_refused_with_a_line(project, tmp_path, content):
     path.write_text(content)
     error = refused(project, path, format="json").errors[0]
     assert error.line == 1
+
+
+def test_with_a_progress_callback_the_import_goes_through_a_spool_and_reports_progress(project, tmp_path):
+    calls = []
+    path = write_jsonl(tmp_path / "p.jsonl", [dialog(n) for n in range(5)])
+    result = run(project, path, progress=lambda done, items: calls.append((done, items)))
+    assert result.ok and result.created == 5
+    assert calls[0] == (0, 0) or calls[0][1] == 0
+    assert calls[-1] == (path.stat().st_size, 5)
+    more = write_jsonl(tmp_path / "q.jsonl", [dialog(9)])
+    assert run(project, more, append=True, progress=lambda done, items: None).ok
+    assert list(Dataset.objects.get().items.values_list("position", flat=True)) == [0, 1, 2, 3, 4, 5]
+
+
+def test_with_a_progress_callback_a_refused_file_changes_nothing(project, tmp_path):
+    path = write_jsonl(tmp_path / "p.jsonl", [dialog(0), dialog(0)])
+    result = refused(project, path, progress=lambda done, items: None)
+    assert result.errors[0].line == 2
