@@ -95,7 +95,7 @@ def comparison_rows(rater: dict) -> list[dict]:
 
 def heat_map(confusion: dict) -> dict:
     """Confusion counts with a 0-1 shade per cell (share of its row), for the CSS heat map."""
-    rows = []
+    rows: list[dict] = []
     for label, counts in zip(confusion["labels"], confusion["matrix"], strict=True):
         total = sum(counts)
         cells = [

@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 from django.apps import apps
@@ -148,7 +149,7 @@ def items_matching(*, evaluation: Evaluation, where: dict[str, str]) -> np.ndarr
     """Ids of the evaluation's items whose metadata has key = value for every pair in `where`."""
     queryset = Item.objects.filter(dataset_id=evaluation.dataset_id)
     for n, (key, value) in enumerate(sorted(where.items())):
-        alias = f"_meta{n}"
+        alias = f"meta_value_{n}"
         queryset = queryset.annotate(**{alias: _metadata_text(key)}).filter(**{alias: value})
     return np.array(list(queryset.values_list("id", flat=True)), dtype=np.int64)
 
@@ -157,9 +158,9 @@ def metadata_values(*, evaluation: Evaluation, key: str) -> dict[str, np.ndarray
     """{value: item ids} for one metadata key over the evaluation's items (items without it left out)."""
     rows = (
         Item.objects.filter(dataset_id=evaluation.dataset_id)
-        .annotate(_meta=_metadata_text(key))
-        .exclude(_meta=None)
-        .values_list("_meta", "id")
+        .annotate(meta_value=_metadata_text(key))
+        .exclude(meta_value=None)
+        .values_list("meta_value", "id")
     )
     groups: dict[str, list[int]] = {}
     for value, item_id in rows:
@@ -180,7 +181,7 @@ def metadata_keys(*, evaluation: Evaluation, sample: int = 200) -> list[str]:
 
 def rater_directory(evaluation: Evaluation) -> dict[int, dict]:
     """{rater id: {"name", "kind", "judge_run"}} for the evaluation's project."""
-    raters = {
+    raters: dict[int, dict[str, Any]] = {
         pk: {"name": name, "kind": kind, "judge_run": None}
         for pk, name, kind in Rater.objects.filter(project_id=evaluation.project_id).values_list(
             "pk", "name", "kind"
@@ -218,6 +219,7 @@ def build_report(
     blocks = []
     for version in versions:
         data = load_ratings(evaluation=evaluation, version=version)
+        _add_unknown_raters(raters, data)
         if selected is not None:
             data = data.only_items(selected)
         n_items = total_items if selected is None else int(selected.shape[0])
@@ -233,12 +235,13 @@ def build_report(
             )
         )
     _attach_external_ids(blocks)
-    return {
+    report = {
         "evaluation": evaluation.name,
         "project": evaluation.project.slug,
         "where": where or {},
         "rubrics": blocks,
     }
+    return finite_only(report)
 
 
 def build_reports_by(
@@ -260,6 +263,7 @@ def build_reports_by(
     slices: dict[str, list[dict]] = {value: [] for value in groups}
     for version in versions:
         data = load_ratings(evaluation=evaluation, version=version)
+        _add_unknown_raters(raters, data)
         for value, ids in groups.items():
             slices[value].append(
                 rubric_report(
@@ -272,16 +276,36 @@ def build_reports_by(
                     disagreements=0,
                 )
             )
-    return {
-        "evaluation": evaluation.name,
-        "project": evaluation.project.slug,
-        "where": where or {},
-        "by": by,
-        "slices": [
-            {"value": value, "where": {**(where or {}), by: value}, "rubrics": blocks}
-            for value, blocks in slices.items()
-        ],
-    }
+    return finite_only(
+        {
+            "evaluation": evaluation.name,
+            "project": evaluation.project.slug,
+            "where": where or {},
+            "by": by,
+            "slices": [
+                {"value": value, "where": {**(where or {}), by: value}, "rubrics": blocks}
+                for value, blocks in slices.items()
+            ],
+        }
+    )
+
+
+def _add_unknown_raters(raters: dict[int, dict], data: RubricRatings) -> None:
+    """Raters of another project can only appear through odd imports; name them rather than fail."""
+    unknown = set(np.unique(data.rater_ids).tolist()) - raters.keys()
+    for pk, name, kind in Rater.objects.filter(pk__in=unknown).values_list("pk", "name", "kind"):
+        raters[pk] = {"name": name, "kind": kind, "judge_run": None}
+
+
+def finite_only(value):
+    """The report with every NaN or infinity replaced by None, so it is valid JSON everywhere."""
+    if isinstance(value, dict):
+        return {key: finite_only(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [finite_only(item) for item in value]
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value
 
 
 def evaluation_versions(*, evaluation: Evaluation, rubric: str | None) -> list[RubricVersion]:
@@ -367,7 +391,7 @@ def rubric_report(
     human_cols = list(range(len(humans)))
     context = Context(data=data, matrix=matrix, human_cols=human_cols, resamples=resamples, seed=seed)
     human_ratings = int(np.isfinite(matrix.values[:, human_cols]).sum()) if humans else 0
-    block = {
+    block: dict[str, Any] = {
         "rubric": version.rubric.name,
         "version": version.number,
         "kind": data.kind,
