@@ -128,16 +128,21 @@ def _unclaim_slot(*, evaluation_id: int, item_id: int) -> None:
     )
 
 
-def release_expired(*, evaluation: Evaluation, now: datetime | None = None, limit: int = 100) -> int:
-    """Give reservations that ran out back to the pool. Returns how many were released."""
+def release_expired(
+    *, evaluation: Evaluation, now: datetime | None = None, limit: int = 100, keep_user=None
+) -> int:
+    """Give reservations that ran out back to the pool. Returns how many were released.
+
+    `keep_user`'s own reservation is left alone: they are asking for their next item, and get it back.
+    """
     now = now or timezone.now()
     with transaction.atomic():
-        expired = list(
-            Assignment.objects.select_for_update(skip_locked=True)
-            .filter(evaluation=evaluation, status=Status.RESERVED, reserved_until__lt=now)
-            .order_by("item_id")
-            .values_list("pk", "item_id")[:limit]
+        expired_rows = Assignment.objects.select_for_update(skip_locked=True).filter(
+            evaluation=evaluation, status=Status.RESERVED, reserved_until__lt=now
         )
+        if keep_user is not None:
+            expired_rows = expired_rows.exclude(user=keep_user)
+        expired = list(expired_rows.order_by("item_id").values_list("pk", "item_id")[:limit])
         if not expired:
             return 0
         Assignment.objects.filter(pk__in=[pk for pk, _ in expired]).update(status=Status.EXPIRED)
@@ -166,7 +171,7 @@ def next_assignment(*, evaluation: Evaluation, user, now: datetime | None = None
     """The item `user` should rate next: their open reservation, else a newly reserved item, else None."""
     now = now or timezone.now()
     ensure_slots(evaluation=evaluation)
-    release_expired(evaluation=evaluation, now=now)
+    release_expired(evaluation=evaluation, now=now, keep_user=user)
     with transaction.atomic():
         _lock_annotator(evaluation=evaluation, user=user)
         current = Assignment.objects.filter(evaluation=evaluation, user=user, status=Status.RESERVED).first()

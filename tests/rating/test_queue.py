@@ -79,6 +79,14 @@ def test_expired_reservation_returns_to_the_pool(evaluation):
     assert held.status == "expired"
 
 
+def test_coming_back_late_keeps_your_reservation_if_nobody_took_it(evaluation, annotator):
+    held = services.next_assignment(evaluation=evaluation, user=annotator)
+    later = timezone.now() + timedelta(minutes=evaluation.reservation_minutes + 1)
+    again = services.next_assignment(evaluation=evaluation, user=annotator, now=later)
+    assert again.pk == held.pk and again.status == "reserved"
+    assert again.reserved_until > later
+
+
 def test_late_submit_saves_while_the_item_still_has_room(evaluation, annotator):
     held = services.next_assignment(evaluation=evaluation, user=annotator)
     later = timezone.now() + timedelta(minutes=evaluation.reservation_minutes + 1)
