@@ -264,3 +264,21 @@ def test_rating_an_item_of_another_dataset_is_404(annotator_client, evaluation, 
     response = annotator_client.post(url("rate_submit", evaluation, elsewhere.pk), answers(likert, pairwise))
     assert response.status_code == 404
     assert not Rating.objects.exists()
+
+
+def test_history_and_home_query_counts_do_not_grow_with_items_rated(
+    annotator_client, evaluation, likert, pairwise, annotator
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    counts = []
+    for _ in range(3):
+        assignment = reserve(annotator_client, evaluation)
+        annotator_client.post(url("rate_submit", evaluation, assignment.item_id), answers(likert, pairwise))
+        with CaptureQueriesContext(connection) as history:
+            annotator_client.get(url("rate_history", evaluation))
+        with CaptureQueriesContext(connection) as home:
+            annotator_client.get(reverse("annotator_home"))
+        counts.append((len(history), len(home)))
+    assert counts[0] == counts[1] == counts[2]
