@@ -61,10 +61,11 @@ def _is_missing(label) -> bool:
 def category_counts(codes: np.ndarray, levels: int) -> np.ndarray:
     """(items, raters) codes with -1 missing -> (items, levels) counts of each category per item."""
     codes = np.asarray(codes)
-    counts = np.zeros((codes.shape[0], levels), dtype=np.float64)
+    if codes.shape[0] == 0 or levels == 0:
+        return np.zeros((codes.shape[0], levels), dtype=np.float64)
     rows, cols = np.nonzero(codes >= 0)
-    np.add.at(counts, (rows, codes[rows, cols]), 1.0)
-    return counts
+    flat = np.bincount(rows * levels + codes[rows, cols], minlength=codes.shape[0] * levels)
+    return flat.reshape(codes.shape[0], levels).astype(np.float64)
 
 
 def _codes_of_matrix(data) -> tuple[np.ndarray, np.ndarray]:
