@@ -58,8 +58,3 @@ def browser_page(chromium):
     page.set_default_timeout(20_000)  # the suite shares two cores; a cold chromium can be slow
     yield page
     context.close()
-
-
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -37,9 +37,3 @@ def add_annotators(evaluation, count: int, *, prefix: str = "ann"):
         Membership.objects.create(project=evaluation.project, user=user, role=Membership.Role.ANNOTATOR)
     evaluation.annotators.add(*users)
     return users
-
-
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    """The persona fixtures hash passwords; the default hasher costs most of a second per user."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
