@@ -74,6 +74,9 @@ class Assignment(models.Model):
     item = models.ForeignKey("datasets.Item", on_delete=models.CASCADE, related_name="assignments")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="assignments")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.RESERVED)
+    rank = models.BigIntegerField(
+        default=0, help_text="The item's place in the queue when it was handed out."
+    )
     reserved_until = models.DateTimeField()
     # Pairwise rubrics: which response this person sees on the left for this item.
     left_side = models.CharField(max_length=10, choices=Side.choices)
@@ -108,6 +111,7 @@ class Assignment(models.Model):
                 name="assignment_reserved_until",
             ),
             models.Index(fields=["user", "evaluation", "status"], name="assignment_user_status"),
+            models.Index(fields=["evaluation", "user", "rank"], name="assignment_user_rank"),
         ]
 
     def __str__(self) -> str:

@@ -179,15 +179,7 @@ def next_assignment(*, evaluation: Evaluation, user, now: datetime | None = None
             current.reserved_until = reservation_end(evaluation=evaluation, now=now)
             current.save(update_fields=["reserved_until"])
             return current
-        already_had = Assignment.objects.filter(evaluation=evaluation, user=user, item_id=OuterRef("item_id"))
-        slot = (
-            Slot.objects.select_for_update(skip_locked=True)
-            .filter(evaluation=evaluation, is_open=True, claims__lt=evaluation.overlap)
-            .filter(~Exists(already_had))
-            .order_by("rank")
-            .only("pk", "item_id")
-            .first()
-        )
+        slot = _pick_slot(evaluation=evaluation, user=user)
         if slot is None:
             return None
         _claim_slot(evaluation_id=evaluation.pk, item_id=slot.item_id)
@@ -195,9 +187,38 @@ def next_assignment(*, evaluation: Evaluation, user, now: datetime | None = None
             evaluation=evaluation,
             item_id=slot.item_id,
             user=user,
+            rank=slot.rank,
             reserved_until=reservation_end(evaluation=evaluation, now=now),
             left_side=pairwise_left_side(user_id=user.pk, item_id=slot.item_id),
         )
+
+
+def _pick_slot(*, evaluation: Evaluation, user) -> Slot | None:
+    """Lock the first open slot, in queue order, that `user` has never held; skip slots others are locking.
+
+    Each person moves forward from the last place they were handed an item, so the scan does not
+    wade through the items they already rated while those wait for other raters. Only when nothing
+    is left ahead does it look behind, for items that came back (skipped or expired) meanwhile.
+    """
+    already_had = Assignment.objects.filter(evaluation=evaluation, user=user, item_id=OuterRef("item_id"))
+    candidates = (
+        Slot.objects.select_for_update(skip_locked=True)
+        .filter(evaluation=evaluation, is_open=True, claims__lt=evaluation.overlap)
+        .filter(~Exists(already_had))
+        .order_by("rank")
+        .only("pk", "item_id", "rank")
+    )
+    last_rank = (
+        Assignment.objects.filter(evaluation=evaluation, user=user)
+        .order_by("-rank")
+        .values_list("rank", flat=True)
+        .first()
+    )
+    if last_rank is not None:
+        ahead = candidates.filter(rank__gt=last_rank).first()
+        if ahead is not None:
+            return ahead
+    return candidates.first()
 
 
 def _reclaim(*, assignment: Assignment, now: datetime) -> None:

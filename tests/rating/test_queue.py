@@ -120,6 +120,20 @@ def test_skip_frees_the_item_for_others_but_not_for_the_skipper(evaluation, anno
     assert services.next_assignment(evaluation=evaluation, user=annotator).item_id != held.item_id
 
 
+def test_people_move_forward_and_pick_up_returned_items_at_the_end(evaluation, annotator):
+    evaluation.overlap = 1
+    evaluation.save()
+    (other,) = add_annotators(evaluation, 1)
+    first = services.next_assignment(evaluation=evaluation, user=other)  # position 0
+    mine = [services.next_assignment(evaluation=evaluation, user=annotator)]  # position 1
+    services.set_aside(evaluation=evaluation, item_id=first.item_id, user=other, reason="later", flag=False)
+    rate(evaluation, mine[0])
+    while (assignment := services.next_assignment(evaluation=evaluation, user=annotator)) is not None:
+        mine.append(assignment)
+        rate(evaluation, assignment)
+    assert [a.item.position for a in mine] == [1, 2, 3, 0]
+
+
 def test_skip_without_reason_is_refused_and_changes_nothing(evaluation, annotator):
     held = services.next_assignment(evaluation=evaluation, user=annotator)
     with pytest.raises(services.RatingRefused, match="reason"):
