@@ -177,3 +177,29 @@ def test_the_report_reads_each_rubrics_ratings_in_one_query(project, django_asse
     rating_reads = [q["sql"] for q in queries.captured_queries if 'FROM "evaluations_rating"' in q["sql"]]
     assert len(rating_reads) == 1
     assert len(queries.captured_queries) <= 8
+
+
+def test_values_off_the_scale_are_counted_or_shown_never_dropped(project):
+    likert, _ = make_rated_evaluation(
+        project, kind="likert", table={"ann": ["1", "lots", "3"], "bob": [1, 2, 3]}
+    )
+    block = _block(likert)
+    assert block["ratings"]["invalid"] == 1 and block["ratings"]["human"] == 5
+
+    scale = [{"value": v, "label": v, "description": v} for v in ["yes", "no"]]
+    table = {"ann": ["yes", "maybe", "no"], "bob": ["yes", "maybe", "yes"]}
+    categorical, _ = make_rated_evaluation(project, kind="categorical", table=table, scale=scale)
+    block = _block(categorical)
+    assert block["labels"] == ["yes", "no", "maybe"]
+    assert block["distribution"]["human"] == [3, 1, 2]
+
+
+def test_the_verdict_interval_brackets_its_difference(project):
+    rng = np.random.default_rng(11)
+    table = random_table(rng, items=120, raters=["a", "b", "c", "m"], labels=["A", "SAME", "B"], missing=0.0)
+    evaluation, _ = make_rated_evaluation(project, kind="pairwise", table=table, models=["m"])
+    verdict = _rater(_block(evaluation, resamples=300), "m")["verdict"]
+    low, high = verdict["difference_ci"]
+    assert low <= verdict["difference"] <= high
+    assert verdict["difference"] == pytest.approx(verdict["model"] - verdict["humans"], abs=1e-5)
+    assert verdict["label"] == ("better" if low > 0 else "worse" if high < 0 else "comparable")
