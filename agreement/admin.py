@@ -1,0 +1,9 @@
+from django.contrib import admin
+
+from .models import ReportCache
+
+
+@admin.register(ReportCache)
+class ReportCacheAdmin(admin.ModelAdmin):
+    list_display = ["evaluation", "key", "fingerprint", "seconds", "computed"]
+    raw_id_fields = ["evaluation"]

@@ -1,0 +1,51 @@
+from django.contrib import admin
+
+from .models import CachedReply, Judge, JudgeCall, JudgeRun
+
+
+@admin.register(Judge)
+class JudgeAdmin(admin.ModelAdmin):
+    # api_key_env is the name of a variable; the key itself is never stored, so nothing secret shows here.
+    list_display = ["name", "project", "model", "base_url", "api_key_env", "simulated"]
+    list_filter = ["simulated"]
+    search_fields = ["name", "model"]
+
+
+@admin.register(JudgeRun)
+class JudgeRunAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "judge",
+        "evaluation",
+        "rubric_version",
+        "status",
+        "total_calls",
+        "created",
+        "finished",
+    ]
+    list_filter = ["status"]
+    raw_id_fields = ["judge", "evaluation", "rubric_version", "rater"]
+
+
+@admin.register(JudgeCall)
+class JudgeCallAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "run",
+        "item",
+        "sample",
+        "swapped",
+        "status",
+        "attempts",
+        "value",
+        "parse_failed",
+        "cached",
+    ]
+    list_filter = ["status", "parse_failed", "cached"]
+    raw_id_fields = ["run", "item"]
+
+
+@admin.register(CachedReply)
+class CachedReplyAdmin(admin.ModelAdmin):
+    list_display = ["key", "model", "finish_reason", "prompt_tokens", "completion_tokens", "created"]
+    search_fields = ["key", "model"]
