@@ -89,23 +89,40 @@
   // show them in place. Anything else that fails keeps the page, and what was typed, as it is.
   document.addEventListener("htmx:beforeSwap", function (event) {
     var status = event.detail.xhr.status;
+    if (event.detail.target.id === "rating-panel" && event.detail.xhr.responseURL.indexOf("/login/") !== -1) {
+      // Logged out meanwhile: keep the form and what was typed rather than swapping in the login page.
+      event.detail.shouldSwap = false;
+      showProblem("Not saved: you are logged out. Your answers are still in the form; log in in another tab, " +
+        "then submit again.");
+      return;
+    }
     var isPanel = event.detail.xhr.responseText.indexOf('id="rating-panel"') !== -1;
     if ((status === 400 || status === 403 || status === 409) && isPanel && event.detail.target.id === "rating-panel") {
       event.detail.shouldSwap = true;
       event.detail.isError = false;
     }
   });
-  document.addEventListener("htmx:responseError", function (event) {
+  function showProblem(text) {
     var panel = document.getElementById("rating-panel");
-    if (!panel || !panel.contains(event.detail.elt)) { return; }
+    if (!panel) { return; }
     var note = panel.querySelector(".client-error") || document.createElement("p");
     note.className = "message error client-error";
     note.setAttribute("role", "alert");
-    note.textContent = event.detail.xhr.status === 403
-      ? "Not saved: the page's security token was refused (perhaps you logged out in another tab). " +
-        "Your answers are still in the form; reload the page in a new tab, log in, then submit again."
-      : "Not saved: the server answered " + event.detail.xhr.status + ". Your answers are still in the form.";
+    note.textContent = text;
     panel.prepend(note);
+  }
+  document.addEventListener("htmx:responseError", function (event) {
+    var panel = document.getElementById("rating-panel");
+    if (!panel || !panel.contains(event.detail.elt)) { return; }
+    showProblem(event.detail.xhr.status === 403
+      ? "Not saved: your session or its security token has expired (perhaps you logged out in another tab). " +
+        "Your answers are still in the form; log in in another tab, then submit again."
+      : "Not saved: the server answered " + event.detail.xhr.status + ". Your answers are still in the form.");
+  });
+  document.addEventListener("htmx:sendError", function (event) {
+    var panel = document.getElementById("rating-panel");
+    if (!panel || !panel.contains(event.detail.elt)) { return; }
+    showProblem("Not saved: the server could not be reached. Your answers are still in the form; submit again.");
   });
 
   document.addEventListener("DOMContentLoaded", init);

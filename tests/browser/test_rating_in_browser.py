@@ -109,6 +109,20 @@ def test_annotator_rates_and_revises_with_the_keyboard_only(browser_page, live_s
     page.wait_for_url("**/rate/history/")
     assert "Revised c-0." in page.inner_text("main")
 
+    # Logged out in another tab: the submit is not saved, says so, and the picks stay on the page.
+    page.goto(f"{live_server.url}/p/{slug}/evaluations/{evaluation.pk}/rate/")
+    for key in ("2", "2", "b"):
+        page.keyboard.press(key)
+    page.keyboard.type("Right is better.")
+    page.keyboard.press("Escape")
+    page.keyboard.press("2")
+    page.context.clear_cookies()
+    page.keyboard.press("Enter")
+    page.wait_for_selector(".client-error")
+    assert page.inner_text(".client-error").startswith("Not saved: your session")
+    assert page.locator("input[type=radio]:checked").count() == 4
+    assert page.input_value("textarea") == "Right is better."
+
     assert dialogs == [] and page.evaluate("window.__owned") is None
     ratings = Rating.objects.filter(evaluation=evaluation, rater__user=annotator).select_related(
         "rubric_version"
