@@ -130,6 +130,35 @@ def export_rows(url: str, rows_file: Path) -> int:
     return count
 
 
+BROWSE = """
+import time
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.db import connection
+from datasets.models import Dataset
+user = get_user_model().objects.create_superuser("bench", password="bench-pw-123")
+client = Client()
+client.force_login(user)
+dataset = Dataset.objects.get(name="bench")
+dataset.item_count = dataset.items.count()
+dataset.save()
+url = f"/p/bench/datasets/{dataset.pk}/"
+cases = [("first page", {}), ("page 1000 of 50", {"page": 1000}), ("200 a page", {"size": 200}),
+         ("search a common word", {"q": "coffee"}), ("search a rare phrase", {"q": "zebra crossing"}),
+         ("search an id", {"q": "bench-0099999"}), ("metadata topic=Travel", {"meta": "topic=Travel"}),
+         ("metadata + search", {"meta": "topic=Travel", "q": "museum"})]
+for label, params in cases:
+    client.get(url, params)  # warm the cache
+    started = time.perf_counter()
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(url, params)
+    elapsed = (time.perf_counter() - started) * 1000
+    assert response.status_code == 200, response.status_code
+    print(f"  {label:24s} {elapsed:7.1f} ms  {len(queries)} queries")
+"""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -137,6 +166,7 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--database", default="concord_bench")
     parser.add_argument("--keep", action="store_true", help="keep the database and files afterwards")
+    parser.add_argument("--browse", action="store_true", help="then time the item browser on the N items")
     args = parser.parse_args()
     base = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
     url = recreate_database(base, args.database)
@@ -169,6 +199,9 @@ def main() -> None:
             f"ratio import/COPY  : {rate / copy_rate:.2f}  (target >= 0.50)   peak RSS target < 300 MB: "
             f"{'met' if rss < 300 else 'MISSED'}"
         )
+        if args.browse:
+            print(f"item browser on {count:,} items (server-side time of a GET, warm cache):")
+            print(manage(env, "shell", "-c", BROWSE).stdout.rstrip())
     finally:
         if not args.keep:
             for path in work.iterdir():

@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from queue import Queue
 from typing import IO, Any
 
 import ftfy
@@ -35,6 +36,7 @@ COPY_STATEMENT = (
     "search_text) FROM STDIN"
 )
 COPY_BATCH_CHARS = 1 << 20
+COPY_QUEUE_CHUNKS = 16  # of at most 128 KiB each
 
 # UTF-8 read as Latin-1/Windows-1252 leaves a lead byte (Â..ô) before a continuation byte (U+0080..U+00BF
 # or its Windows-1252 look-alikes). Text without such a pair cannot be that mojibake, so ftfy (slow) is
@@ -237,6 +239,16 @@ class _Checker:
             progress(total, result.created)
 
 
+class _BoundedQueuedWriter(QueuedLibpqWriter):
+    """psycopg's queued writer sends COPY data from a thread, so checking the next items overlaps with the
+    server loading the last ones. Its queue holds up to 1024 chunks (~128 MB) when the server is the
+    slower side; a short queue keeps the server just as busy with memory that does not grow."""
+
+    def __init__(self, cursor):
+        super().__init__(cursor)
+        self._queue = Queue(maxsize=COPY_QUEUE_CHUNKS)  # type: ignore[assignment]  # same class at runtime
+
+
 class _Refused(Exception):
     """Raised inside the import transaction to roll it back once the file turned out to have problems."""
 
@@ -254,7 +266,7 @@ def _import_while_copying(
             checker.against(target and dataset)
             with connection.cursor() as cursor:
                 raw = cursor.cursor
-                with raw.copy(COPY_STATEMENT, writer=QueuedLibpqWriter(raw)) as copy:
+                with raw.copy(COPY_STATEMENT, writer=_BoundedQueuedWriter(raw)) as copy:
                     prefix, size = f"{dataset.pk}\t", 0
                     batch: list[str] = []
                     for record, position in checker.records():
