@@ -3,7 +3,8 @@
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse, reverse_lazy
 from django.views import csrf as csrf_views
@@ -300,9 +301,12 @@ def csrf_failure(request: HtmxHttpRequest, reason: str = "") -> HttpResponse:
     """
     match = request.resolver_match
     if match is not None and match.url_name == "rate_submit" and request.user.is_authenticated:
-        evaluation = Evaluation.objects.filter(pk=match.kwargs["pk"], annotators=request.user).first()
-        assignment = evaluation and _own_assignment(evaluation, match.kwargs["item_id"], request.user)
-        if evaluation is not None and assignment:
+        try:
+            evaluation = _evaluation_for_annotator(request, match.kwargs["slug"], match.kwargs["pk"])
+        except (Http404, PermissionDenied):
+            return csrf_views.csrf_failure(request, reason=reason)
+        assignment = _own_assignment(evaluation, match.kwargs["item_id"], request.user)
+        if assignment is not None:
             errors = services.AnswerErrors(
                 general=[
                     "Not saved: the form's security token was missing or out of date (perhaps you logged out "
