@@ -9,6 +9,9 @@
 - jsonl: the long rows as JSON objects (parse_failed a boolean, rubric_version a number); JSON is
   not opened by spreadsheets, so its text is written unchanged.
 
+Times are UTC in ISO 8601 as PostgreSQL prints them ("2026-11-21 07:09:07.5+00"): cheap for the
+database to write and read by spreadsheets, pandas and `datetime.fromisoformat`.
+
 CSV is UTF-8 with a header row, quoted as RFC 4180 says; lines end in "\\n" in PostgreSQL's long
 export and in "\\r\\n" elsewhere (Python's csv quotes a cell holding "\\r" only then).
 
@@ -29,9 +32,10 @@ import io
 import json
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 from statistics import fmean
 
-from django.db import connection
+from django.db import connection, transaction
 
 from datasets.models import Item
 from rubrics.models import Rubric
@@ -46,8 +50,6 @@ LAYOUTS = ("long", "wide", "jsonl")
 DANGEROUS_FIRST = frozenset("=+-@\t\r")
 CHUNK_BYTES = 64 * 1024
 ROWS_PER_FETCH = 5000
-TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
-PG_TIME_FORMAT = 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'
 
 
 def neutralise(text: str) -> str:
@@ -62,6 +64,15 @@ def restore(text: str) -> str:
     if text.startswith("'") and text.lstrip("'")[:1] in DANGEROUS_FIRST and text.lstrip("'"):
         return text[1:]
     return text
+
+
+def timestamp_text(moment: datetime) -> str:
+    """A time as PostgreSQL prints a timestamptz in UTC with ISO DateStyle: "2026-11-21 07:09:07.5+00"."""
+    moment = moment.astimezone(UTC)
+    text = moment.strftime("%Y-%m-%d %H:%M:%S")
+    if moment.microsecond:
+        text += f".{moment.microsecond:06d}".rstrip("0")
+    return text + "+00"
 
 
 def filename(evaluation: Evaluation, layout: str) -> str:
@@ -102,7 +113,7 @@ def _long_records(evaluation: Evaluation) -> Iterator[tuple]:
         item_id, rubric, number, rater, kind, value, explanation, failed, side, created, updated = row
         yield (
             item_id, rubric, number, rater, kind, value, explanation, failed, side,
-            created.strftime(TIME_FORMAT), updated.strftime(TIME_FORMAT),
+            timestamp_text(created), timestamp_text(updated),
         )  # fmt: skip
 
 
@@ -151,40 +162,72 @@ def _sql_neutralise(column: str) -> str:
     return f"CASE WHEN {column} ~ '^''*[-=+@\\t\\r]' THEN '''' || {column} ELSE {column} END"
 
 
-def long_sql() -> str:
-    """The SELECT of the long layout in PostgreSQL, the same rows and text as `long_csv`."""
+_INNER_SQL = (
+    "SELECT i.position, i.external_id AS item_id, rb.name AS rubric, rv.number AS rubric_version, "
+    "ra.name AS rater, ra.kind AS rater_kind, r.value, r.explanation, r.parse_failed, r.side_shown, "
+    "r.created, r.updated FROM evaluations_rating r "
+    "JOIN datasets_item i ON i.id = r.item_id "
+    "JOIN rubrics_rubricversion rv ON rv.id = r.rubric_version_id "
+    "JOIN rubrics_rubric rb ON rb.id = rv.rubric_id "
+    "JOIN evaluations_rater ra ON ra.id = r.rater_id "
+    "WHERE r.evaluation_id = %s ORDER BY i.position, rb.name, rv.number, ra.name"
+)
+
+
+def long_sql(*, neutralise_names: bool = True) -> str:
+    """The SELECT of the long layout in PostgreSQL: the same rows and text as `long_csv`.
+
+    The inner query joins and sorts plain columns (so PostgreSQL picks the plan a plain COPY gets:
+    parallel hash joins and a sort); the outer one only formats, row by row, in the same order.
+    `neutralise_names=False` skips the check on item ids, rubric and rater names, for callers
+    that know none of them needs it (`_names_need_neutralising`).
+    """
+    names = _sql_neutralise if neutralise_names else str
     text = {
-        "item_id": _sql_neutralise("i.external_id"),
-        "rubric": _sql_neutralise("rb.name"),
-        "rubric_version": "rv.number",
-        "rater": _sql_neutralise("ra.name"),
-        "rater_kind": "ra.kind",
-        "value": _sql_neutralise("r.value"),
-        "explanation": _sql_neutralise("r.explanation"),
-        "parse_failed": "CASE WHEN r.parse_failed THEN 'true' ELSE 'false' END",
-        "side_shown": "r.side_shown",
-        "created": f"to_char(r.created AT TIME ZONE 'UTC', '{PG_TIME_FORMAT}')",
-        "updated": f"to_char(r.updated AT TIME ZONE 'UTC', '{PG_TIME_FORMAT}')",
+        "item_id": names("s.item_id"),
+        "rubric": names("s.rubric"),
+        "rubric_version": "s.rubric_version",
+        "rater": names("s.rater"),
+        "rater_kind": "s.rater_kind",
+        "value": _sql_neutralise("s.value"),
+        "explanation": _sql_neutralise("s.explanation"),
+        "parse_failed": "CASE WHEN s.parse_failed THEN 'true' ELSE 'false' END",
+        "side_shown": "s.side_shown",
+        "created": "s.created::text",  # the session is set to UTC and ISO DateStyle first
+        "updated": "s.updated::text",
     }
     # NULLIF: COPY writes NULL as an empty unquoted cell, like Python's csv writes "".
-    columns = ", ".join(f"NULLIF({expression}, '') AS {name}" if name != "rubric_version" else expression
+    columns = ", ".join(expression if name == "rubric_version" else f"NULLIF({expression}, '') AS {name}"
                         for name, expression in text.items())  # fmt: skip
     return (
-        f"SELECT {columns} FROM evaluations_rating r "
-        "JOIN datasets_item i ON i.id = r.item_id "
-        "JOIN rubrics_rubricversion rv ON rv.id = r.rubric_version_id "
-        "JOIN rubrics_rubric rb ON rb.id = rv.rubric_id "
-        "JOIN evaluations_rater ra ON ra.id = r.rater_id "
-        "WHERE r.evaluation_id = %s ORDER BY i.position, rb.name, rv.number, ra.name"
+        f"SELECT {columns} FROM ({_INNER_SQL}) AS s ORDER BY s.position, s.rubric, s.rubric_version, s.rater"
     )
 
 
+def _needs_neutralising(text: str) -> bool:
+    return neutralise(text) != text
+
+
+def _names_need_neutralising(evaluation: Evaluation) -> bool:
+    """Whether any item id, rubric name or rater name of the evaluation begins like a formula."""
+    names = [*evaluation.rubric_versions.values_list("rubric__name", flat=True)]
+    names += evaluation.project.raters.values_list("name", flat=True)
+    if any(map(_needs_neutralising, names)):
+        return True
+    return Item.objects.filter(dataset_id=evaluation.dataset_id, external_id__regex=r"^'*[-=+@\t\r]").exists()
+
+
 def long_csv_copy(evaluation: Evaluation) -> Iterator[bytes]:
-    """Long CSV produced by PostgreSQL's COPY and streamed block by block."""
+    """Long CSV produced by PostgreSQL's COPY and streamed in ~64 KB pieces."""
+    sql = long_sql(neutralise_names=_names_need_neutralising(evaluation))
     yield (",".join(LONG_COLUMNS) + "\n").encode("utf-8")
-    with connection.cursor() as cursor:
-        copy_sql = f"COPY ({long_sql()}) TO STDOUT WITH (FORMAT csv, ENCODING 'UTF8')"
-        with cursor.cursor.copy(copy_sql, [evaluation.pk]) as copy:
+    with transaction.atomic(), connection.cursor() as cursor:
+        # Timestamps print as ISO text in UTC; JIT compilation costs more than it saves here.
+        for setting in ["TimeZone = 'UTC'", "DateStyle = 'ISO'", "jit = off"]:
+            cursor.execute(f"SET LOCAL {setting}")
+        with cursor.cursor.copy(
+            f"COPY ({sql}) TO STDOUT WITH (FORMAT csv, ENCODING 'UTF8')", [evaluation.pk]
+        ) as copy:
             # libpq hands COPY data over a row at a time: gather rows into ~64 KB pieces.
             buffer = bytearray()
             for block in copy:
