@@ -17,6 +17,7 @@ from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
@@ -198,12 +199,12 @@ def ask_with_retries(ctx: LaneContext, request: dict) -> tuple[client.Reply, int
             )
             return reply, attempts
         except client.TransientError as error:
-            error.attempts = attempts  # type: ignore[attr-defined]
+            error.attempts = attempts
             if attempts >= settings.LLM_MAX_ATTEMPTS:
                 raise
             time.sleep(backoff_seconds(attempts, error.retry_after))
         except client.PermanentError as error:
-            error.attempts = attempts  # type: ignore[attr-defined]
+            error.attempts = attempts
             raise
 
 
@@ -319,7 +320,7 @@ def _claim_postgresql(run_id: int, status: str, stale_before) -> tuple[JudgeCall
         items=Item._meta.db_table,
         stale="AND claimed_at < %s" if stale_before else "",
     )
-    params = [token, timezone.now(), run_id, status] + ([stale_before] if stale_before else [])
+    params: list[Any] = [token, timezone.now(), run_id, status] + ([stale_before] if stale_before else [])
     with connection.cursor() as cursor:  # one statement: atomic by itself
         cursor.execute(sql, params)
         row = cursor.fetchone()
@@ -396,7 +397,7 @@ def process_call(ctx: LaneContext, call: JudgeCall, token: uuid.UUID) -> str:
             ctx.mark_stopped()
             return "failed"
         except client.TransientError as error:
-            message = f"gave up after {error.attempts} attempts: {error.message}"  # type: ignore[attr-defined]
+            message = f"gave up after {error.attempts} attempts: {error.message}"
             finish_call(
                 ctx,
                 call,
@@ -406,7 +407,7 @@ def process_call(ctx: LaneContext, call: JudgeCall, token: uuid.UUID) -> str:
                     "error": message,
                     "attempts": call.attempts + error.attempts,
                 },
-            )  # type: ignore[attr-defined]
+            )
             return "failed"
         if params["cache_enabled"]:
             store_in_cache(key, params["model"], reply)

@@ -27,6 +27,8 @@ LOGPROB_TOKENS_KEPT = 8
 class EndpointError(Exception):
     """A call that produced no usable reply."""
 
+    attempts: int = 1  # set by the retry layer to how many requests it made
+
     def __init__(self, message: str, *, status: int | None = None):
         super().__init__(message)
         self.message = message

@@ -225,7 +225,8 @@ class FakeLLM:
             ("retry_after", float),
         ):
             if key in options:
-                config = replace(config, **{key: cast(options[key])})
+                updates: dict[str, Any] = {key: cast(options[key])}
+                config = replace(config, **updates)
         return base_model, config
 
     def _fault_for(self, body: bytes, config: FakeConfig) -> str | None:

@@ -1,6 +1,9 @@
 import re
+from typing import cast
 
 from django import forms
+
+from rubrics.models import RubricVersion
 
 from .models import Judge
 
@@ -83,10 +86,15 @@ class JudgeForm(forms.ModelForm):
 class RunChoiceForm(forms.Form):
     """Pick the judge and rubric version of a new run on an evaluation."""
 
-    judge = forms.ModelChoiceField(queryset=Judge.objects.none())
-    rubric_version = forms.ModelChoiceField(queryset=None, label="Rubric version")
+    judge: forms.ModelChoiceField = forms.ModelChoiceField(queryset=Judge.objects.none())
+    rubric_version: forms.ModelChoiceField = forms.ModelChoiceField(
+        queryset=RubricVersion.objects.none(), label="Rubric version"
+    )
 
-    def __init__(self, *args, evaluation=None, **kwargs):
+    def __init__(self, *args, evaluation, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["judge"].queryset = Judge.objects.filter(project=evaluation.project)
-        self.fields["rubric_version"].queryset = evaluation.rubric_versions.select_related("rubric")
+        cast(forms.ModelChoiceField, self.fields["judge"]).queryset = Judge.objects.filter(
+            project=evaluation.project
+        )
+        versions = evaluation.rubric_versions.select_related("rubric")
+        cast(forms.ModelChoiceField, self.fields["rubric_version"]).queryset = versions

@@ -198,3 +198,19 @@ def test_evaluation_section_lists_runs_and_links_to_a_new_run(project, judge, ev
     )
     assert "fake judge" in html and "simulated" in html
     assert reverse("judge_run_create", args=[project.slug, evaluation.pk]) in html
+
+
+def test_run_page_says_authentication_failed_after_a_wrong_key(researcher_client, project, evaluation_setup):
+    from judges.fake_llm import FakeConfig, FakeLLM
+
+    evaluation, version = evaluation_setup
+    server = FakeLLM(FakeConfig(latency_ms=0, api_key="right")).start(stop_after=60)
+    try:
+        run = services.launch_run(
+            judge=make_judge(project, server), evaluation=evaluation, rubric_version=version
+        )
+        services.work_lane(run_id=run.pk, lane=0)
+    finally:
+        server.stop()
+    page = researcher_client.get(reverse("judge_run_detail", args=[project.slug, run.pk])).content.decode()
+    assert "authentication failed (401)" in page and "Failed" in page
