@@ -129,7 +129,13 @@ def dataset_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     page = max(1, _int(request.GET.get("page"), 1))
     pages = max(1, -(-min(total, COUNT_CAP if filtered else total) // size))
     page = min(page, pages)
-    rows = list(items.defer("search_text")[(page - 1) * size : page * size])
+    start = (page - 1) * size
+    if filtered:
+        rows = list(items.defer("search_text")[start : start + size])
+    else:
+        # Positions run 0..n-1 (the importer numbers items densely and appends after the last), so a
+        # deep page is an index range rather than an OFFSET that walks every earlier row.
+        rows = list(items.filter(position__gte=start).defer("search_text")[:size])
     context = {
         "project": project,
         "dataset": dataset,
