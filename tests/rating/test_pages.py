@@ -1,0 +1,35 @@
+"""How rubric scales become buttons: labels, descriptions and the keys that pick them."""
+
+from rating.pages import pairwise_options, scale_options
+from rubrics.models import RubricVersion
+
+
+def version_with(scale) -> RubricVersion:
+    return RubricVersion(criterion="c", scale=scale, prompt_template="")
+
+
+def test_digit_values_are_their_own_keys():
+    options = scale_options(version_with([{"value": str(n), "label": f"L{n}"} for n in range(1, 6)]))
+    assert [(o.value, o.key, o.label) for o in options] == [(str(n), str(n), f"L{n}") for n in range(1, 6)]
+
+
+def test_labels_get_their_position_as_key_up_to_nine():
+    labels = [{"value": f"label-{n}", "label": f"Label {n}", "description": "d"} for n in range(11)]
+    keys = [o.key for o in scale_options(version_with(labels))]
+    assert keys == ["1", "2", "3", "4", "5", "6", "7", "8", "9", "", ""]
+
+
+def test_pairwise_left_button_stores_whichever_response_is_on_the_left():
+    scale = [{"value": v, "label": v, "description": f"{v} wins"} for v in ("A", "SAME", "B")]
+    baseline_left = pairwise_options(version_with(scale), "baseline")
+    response_left = pairwise_options(version_with(scale), "response")
+    assert [(o.key, o.value, o.description) for o in baseline_left] == [
+        ("a", "A", "A wins"),
+        ("s", "SAME", "SAME wins"),
+        ("b", "B", "B wins"),
+    ]
+    assert [(o.key, o.value, o.description) for o in response_left] == [
+        ("a", "B", "A wins"),
+        ("s", "SAME", "SAME wins"),
+        ("b", "A", "B wins"),
+    ]
