@@ -33,3 +33,23 @@ def test_pairwise_left_button_stores_whichever_response_is_on_the_left():
         ("s", "SAME", "SAME wins"),
         ("b", "A", "B wins"),
     ]
+
+
+def test_time_spent_is_kept_only_when_plausible():
+    from datetime import UTC, datetime
+
+    from rating.services import seconds_since
+
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    assert seconds_since(str(now.timestamp() - 42.25), now=now) == 42.2
+    assert seconds_since(str(now.timestamp() + 5), now=now) is None  # from the future
+    assert seconds_since(str(now.timestamp() - 3 * 86400), now=now) is None  # days ago: a stale tab
+    assert seconds_since("nan", now=now) is None and seconds_since("", now=now) is None
+
+
+def test_share_splits_the_ratings_needed_evenly_and_never_exceeds_the_items():
+    from rating.services import share_of
+
+    assert share_of(total=100, overlap=3, annotators=7) == 43
+    assert share_of(total=100, overlap=3, annotators=2) == 100
+    assert share_of(total=100, overlap=3, annotators=0) == 0
