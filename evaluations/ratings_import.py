@@ -33,8 +33,9 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from datasets.models import Item
@@ -49,6 +50,7 @@ OPTIONAL_COLUMNS = ("explanation", "rubric_version", "parse_failed", "side_shown
 MAX_REPORTED = 1000
 BATCH_SIZE = 5000
 MAX_RATER_NAME = 200  # Rater.name
+MEMO_LIMIT = 100_000  # remembered checks of repeated cells (rubric, rater, kind, value)
 TRUE_WORDS = {"1", "true", "yes", "y", "t"}
 FALSE_WORDS = {"", "0", "false", "no", "n", "f"}
 
@@ -196,7 +198,13 @@ def _csv_records(path: Path, delimiter: str) -> Iterator[tuple[int, Record]]:
             )
             continue
         # Undo the export's spreadsheet protection ("'=x" -> "=x"), so the long export round-trips.
-        yield start, {name: restore(cell) for name, cell in zip(header, cells, strict=True)}
+        yield (
+            start,
+            {
+                name: restore(cell) if cell[:1] == "'" else cell
+                for name, cell in zip(header, cells, strict=True)
+            },
+        )
 
 
 def _jsonl_records(path: Path) -> Iterator[tuple[int, Record]]:
@@ -276,6 +284,7 @@ class _Resolver:
             )
         }
         self.new_raters: dict[str, str] = {}
+        self.memo: dict[tuple, tuple[Any, str | None]] = {}
 
     def version_for(self, rubric: str, number_text: str) -> RubricVersion:
         name, number = rubric.strip(), number_text.strip()
@@ -311,15 +320,25 @@ class _Resolver:
             raise ValueError(f"rater '{name}' is {earlier} on an earlier line and {kind} here")
         return kind
 
+    def _memo(self, key: tuple, function, *args, **kwargs) -> tuple[Any, str | None]:
+        """(result, None) or (None, message) of `function(*args)`, remembered for repeated cells."""
+        found = self.memo.get(key)
+        if found is None:
+            try:
+                found = (function(*args, **kwargs), None)
+            except ValueError as error:
+                found = (None, str(error))
+            if len(self.memo) < MEMO_LIMIT:
+                self.memo[key] = found
+        return found
+
     def resolve(self, line: int, record: dict[str, str]) -> tuple[_Row | None, list[Problem]]:
         problems: list[Problem] = []
 
-        def attempt(column: str, function, *args, **kwargs):
-            try:
-                return function(*args, **kwargs)
-            except ValueError as error:
-                problems.append(Problem(line, column, str(error)))
-                return None
+        def check(column: str, found: tuple[Any, str | None]):
+            if found[1] is not None:
+                problems.append(Problem(line, column, found[1]))
+            return found[0]
 
         item_text = record["item_id"].strip()
         item_id = self.items.get(item_text)
@@ -327,31 +346,34 @@ class _Resolver:
             problems.append(
                 Problem(line, "item_id", f"no item '{item_text}' in dataset '{self.dataset_name}'")
             )
-        version = attempt("rubric", self.version_for, record["rubric"], record.get("rubric_version") or "")
+        rubric, number = record["rubric"], record.get("rubric_version") or ""
+        version = check("rubric", self._memo(("rubric", rubric, number), self.version_for, rubric, number))
         rater_name = record["rater"].strip()
         if not rater_name:
             problems.append(Problem(line, "rater", "the rater's name is empty"))
         elif len(rater_name) > MAX_RATER_NAME:
             problems.append(Problem(line, "rater", f"the name has more than {MAX_RATER_NAME} characters"))
-        kind = attempt("rater_kind", self.rater_kind, rater_name, record["rater_kind"])
-        parse_failed = attempt("parse_failed", _boolean, record.get("parse_failed") or "")
-        side_shown = attempt("side_shown", _side_shown, record.get("side_shown") or "", version)
-        value = ""
-        if version is not None and kind is not None and not (parse_failed and not record["value"].strip()):
-            value = attempt("value", canonical_value, version, record["value"], rater_kind=kind) or ""
+        raw_kind = record["rater_kind"]
+        kind = check(
+            "rater_kind", self._memo(("kind", rater_name, raw_kind), self.rater_kind, rater_name, raw_kind)
+        )
+        failed_text, side_text = record.get("parse_failed") or "", record.get("side_shown") or ""
+        parse_failed = check("parse_failed", self._memo(("failed", failed_text), _boolean, failed_text))
+        side_shown = check(
+            "side_shown", self._memo(("side", side_text, version), _side_shown, side_text, version)
+        )
+        value, raw = "", record["value"]
+        if version is not None and kind is not None and not (parse_failed and not raw.strip()):
+            found = self._memo(
+                ("value", version.pk, kind, raw), canonical_value, version, raw, rater_kind=kind
+            )
+            value = check("value", found) or ""
         if problems:
             return None, problems
         assert version is not None and item_id is not None and kind is not None
+        explanation = record.get("explanation") or ""
         return _Row(
-            line,
-            item_id,
-            version,
-            rater_name,
-            kind,
-            value,
-            record.get("explanation") or "",
-            bool(parse_failed),
-            side_shown or "",
+            line, item_id, version, rater_name, kind, value, explanation, bool(parse_failed), side_shown
         ), []
 
     @property
@@ -451,6 +473,46 @@ def import_ratings(*, evaluation: Evaluation, path, file_format: str | None = No
     return result
 
 
+NEW_RATING_COLUMNS = (
+    "evaluation_id", "item_id", "rubric_version_id", "rater_id", "value", "explanation", "parse_failed",
+    "raw_output", "side_shown", "details", "created", "updated",
+)  # fmt: skip
+IMPORTED_DETAILS = {"imported": True}
+
+
+def _insert_new(evaluation: Evaluation, new: list[tuple[_Row, int]], now) -> None:
+    """Insert new ratings: PostgreSQL's COPY there (several times faster), bulk_create elsewhere."""
+    if not new:
+        return
+    if connection.vendor != "postgresql":
+        Rating.objects.bulk_create(
+            [
+                Rating(
+                    evaluation=evaluation,
+                    item_id=row.item_id,
+                    rubric_version=row.version,
+                    rater_id=rater_id,
+                    value=row.value,
+                    explanation=row.explanation,
+                    parse_failed=row.parse_failed,
+                    side_shown=row.side_shown,
+                    details=IMPORTED_DETAILS,
+                )
+                for row, rater_id in new
+            ],
+            batch_size=BATCH_SIZE,
+        )
+        return
+    details = json.dumps(IMPORTED_DETAILS)
+    sql = f"COPY evaluations_rating ({', '.join(NEW_RATING_COLUMNS)}) FROM STDIN"
+    with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
+        for row, rater_id in new:
+            copy.write_row((
+                evaluation.pk, row.item_id, row.version.pk, rater_id, row.value, row.explanation,
+                row.parse_failed, "", row.side_shown, details, now, now,
+            ))  # fmt: skip
+
+
 def _write_batch(evaluation, batch: list[_Row], raters: dict[str, int], result: ImportResult, *, fresh: bool):
     if not batch:
         return
@@ -469,19 +531,7 @@ def _write_batch(evaluation, batch: list[_Row], raters: dict[str, int], result: 
         rater_id = raters[row.rater_name]
         rating = existing.get((row.item_id, row.version.pk, rater_id))
         if rating is None:
-            new.append(
-                Rating(
-                    evaluation=evaluation,
-                    item_id=row.item_id,
-                    rubric_version=row.version,
-                    rater_id=rater_id,
-                    value=row.value,
-                    explanation=row.explanation,
-                    parse_failed=row.parse_failed,
-                    side_shown=row.side_shown,
-                    details={"imported": True},
-                )
-            )
+            new.append((row, rater_id))
             continue
         current = (rating.value, rating.explanation, rating.parse_failed, rating.side_shown)
         if current == (row.value, row.explanation, row.parse_failed, row.side_shown):
@@ -500,7 +550,7 @@ def _write_batch(evaluation, batch: list[_Row], raters: dict[str, int], result: 
         rating.value, rating.explanation = row.value, row.explanation
         rating.parse_failed, rating.side_shown, rating.updated = row.parse_failed, row.side_shown, now
         changed.append(rating)
-    Rating.objects.bulk_create(new, batch_size=BATCH_SIZE)
+    _insert_new(evaluation, new, now)
     RatingRevision.objects.bulk_create(revisions, batch_size=BATCH_SIZE)
     Rating.objects.bulk_update(
         changed, ["value", "explanation", "parse_failed", "side_shown", "updated"], batch_size=1000

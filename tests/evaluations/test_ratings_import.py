@@ -218,3 +218,17 @@ def test_batches_mix_new_changed_and_unchanged_ratings(evaluation, tmp_path, mon
     assert (result.created, result.updated, result.unchanged) == (4, 1, 4)
     assert Rating.objects.count() == 9
     assert RatingRevision.objects.count() == 1
+
+
+def test_databases_without_copy_insert_through_bulk_create(evaluation, tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from evaluations import ratings_import
+
+    monkeypatch.setattr(ratings_import, "connection", SimpleNamespace(vendor="sqlite"))
+    result = import_ratings(
+        evaluation=evaluation, path=write(tmp_path, HEADER + "d-0,Quality,ann,human,4,ok\n")
+    )
+    assert result.created == 1
+    assert stored() == [("d-0", "Quality", "ann", "4", "ok")]
+    assert Rating.objects.get().details == {"imported": True}
