@@ -74,9 +74,19 @@ class Rater(models.Model):
 
     @classmethod
     def for_user(cls, project, user) -> "Rater":
-        """The human rater a user rates as in a project, made on first use."""
+        """The human rater a user rates as in a project, made on first use.
+
+        An imported rater may already hold the username (ratings from an earlier study); the
+        user's own rater then gets a distinct name rather than taking over those ratings.
+        """
+        rater = cls.objects.filter(project=project, user=user).first()
+        if rater:
+            return rater
+        name = user.get_username()
+        if cls.objects.filter(project=project, name=name).exists():
+            name = f"{name} (account {user.pk})"
         rater, _ = cls.objects.get_or_create(
-            project=project, user=user, defaults={"name": user.get_username(), "kind": cls.Kind.HUMAN}
+            project=project, user=user, defaults={"name": name, "kind": cls.Kind.HUMAN}
         )
         return rater
 

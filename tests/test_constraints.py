@@ -55,3 +55,15 @@ def test_rating_without_value_must_be_a_parse_failure(rated):
             rater=factories.make_rater(rated.evaluation.project),
             value="",
         )
+
+
+@pytest.mark.django_db
+def test_user_rater_does_not_take_over_an_imported_rater_with_the_same_name(project, annotator):
+    from evaluations.models import Rater
+
+    imported = factories.make_rater(project, name=annotator.username)
+    rater = Rater.for_user(project, annotator)
+    assert rater != imported
+    assert rater.user == annotator
+    assert rater.name == f"{annotator.username} (account {annotator.pk})"
+    assert Rater.for_user(project, annotator) == rater
