@@ -917,33 +917,60 @@ def confusion_matrix(ctx: Context, col: int, usable: np.ndarray) -> dict:
 
 
 def headline_intervals(ctx: Context, col: int, usable: np.ndarray, humans_n: np.ndarray) -> tuple:
-    """Bootstrap CIs of the headline figures, and the verdict, all from the same resamples of items."""
+    """Bootstrap CIs of the headline figures, and the verdict.
+
+    Agreement, kappa and the verdict come from one set of resamples (rows: the people's ratings,
+    the model's category, whether two or more people rated); for likert, Spearman, MAE and bias
+    from a second (rows: the model's exact score and the people's mean), so a judge's fractional
+    scores do not multiply the distinct rows of the first.
+    """
     cols = ctx.human_cols
     if not usable.any():
         return {}, {}, _verdict_undefined("the model has no usable rating on an item a person rated")
-    rows = ctx.rows(usable, [*cols, col])
-    names = _headline_names(ctx)
+    people = ctx.rows(usable, cols)
     comparable = humans_n[usable] >= 2
-    point, ci = st.bootstrap(
-        np.concatenate([rows.reshape(rows.shape[0], -1), comparable[:, None].astype(np.int64)], axis=1),
-        lambda u, w: _headline_figures(ctx, u, w, names),
-        resamples=ctx.resamples,
-        seed=ctx.seed,
+    rows = np.concatenate(
+        [
+            people.reshape(people.shape[0], -1),
+            ctx.matrix.codes[usable, col][:, None],
+            comparable[:, None].astype(np.int64),
+        ],
+        axis=1,
     )
-    ci_major = {m: _interval(ci, k) for k, m in enumerate(names) if m.startswith("maj:") and _interval(ci, k)}
-    ci_each = {m: _interval(ci, k) for k, m in enumerate(names) if m.startswith("each:") and _interval(ci, k)}
+    names = _headline_names(ctx)
+    point, ci = st.bootstrap(
+        rows, lambda u, w: _headline_figures(ctx, u, w, names), resamples=ctx.resamples, seed=ctx.seed
+    )
+    intervals = {name: _interval(ci, k) for k, name in enumerate(names)}
+    if ctx.data.is_likert:
+        mean_levels, mean_codes = np.unique(ctx.reference[0][usable], return_inverse=True)
+        numeric = np.stack([ctx.matrix.value_codes[usable, col], mean_codes], axis=1)
+        numeric_names = ["maj:spearman", "maj:mae", "maj:bias"]
+        _, numeric_ci = st.bootstrap(
+            numeric,
+            lambda u, w: _numeric_headline(ctx, u, w, mean_levels),
+            resamples=ctx.resamples,
+            seed=ctx.seed,
+        )
+        intervals.update({name: _interval(numeric_ci, k) for k, name in enumerate(numeric_names)})
     verdict = make_verdict(ctx, point, ci, names, int(comparable.sum()))
-    return (
-        {m.split(":", 1)[1]: v for m, v in ci_major.items()},
-        {m.split(":", 1)[1]: v for m, v in ci_each.items()},
-        verdict,
+    major = {m.split(":", 1)[1]: v for m, v in intervals.items() if m.startswith("maj:") and v}
+    each = {m.split(":", 1)[1]: v for m, v in intervals.items() if m.startswith("each:") and v}
+    return major, each, verdict
+
+
+def _numeric_headline(ctx: Context, unique: np.ndarray, w: np.ndarray, mean_levels: np.ndarray) -> np.ndarray:
+    model_value = ctx.value_levels[unique[:, 0]]
+    mean = mean_levels[unique[:, 1]]
+    difference = model_value - mean
+    return np.stack(
+        [st.w_spearman(model_value, mean, w), st.w_mean(np.abs(difference), w), st.w_mean(difference, w)],
+        axis=1,
     )
 
 
 def _headline_names(ctx: Context) -> list[str]:
     names = ["maj:percent_agreement", "maj:cohen_kappa", "each:percent_agreement", "each:cohen_kappa"]
-    if ctx.data.is_likert:
-        names += ["maj:spearman", "maj:mae", "maj:bias"]
     if ctx.tie is not None:
         names += ["each:agreement_with_ties", "each:agreement_without_ties"]
         names += ["maj:agreement_with_ties", "maj:agreement_without_ties"]
@@ -954,16 +981,15 @@ def _headline_names(ctx: Context) -> list[str]:
 def _headline_figures(ctx: Context, unique: np.ndarray, w: np.ndarray, names: list[str]) -> np.ndarray:
     k = len(ctx.human_cols)
     comparable = unique[:, -1] == 1
-    rows = unique[:, :-1].reshape(unique.shape[0], k + 1, 2)
-    codes, value_codes = rows[:, :, 0], rows[:, :, 1]
-    numbers = ctx.numbers(value_codes)
-    model_code, model_value = codes[:, k], numbers[:, k]
-    human_codes = codes[:, :k]
+    model_code = unique[:, -2]
+    people = unique[:, :-2].reshape(unique.shape[0], k, 2)
+    human_codes = people[:, :, 0]
+    codes = np.concatenate([human_codes, model_code[:, None]], axis=1)
     if ctx.data.is_likert:
-        mean = _row_means(numbers[:, :k])
-        ref_value, ref_code = mean, category_codes(mean[:, None], ctx.data)[:, 0]
+        mean = _row_means(ctx.numbers(people[:, :, 1]))
+        ref_code = category_codes(mean[:, None], ctx.data)[:, 0]
     else:
-        ref_value, ref_code = human_reference(
+        _, ref_code = human_reference(
             ctx, list(range(k)), rows=np.where(human_codes >= 0, human_codes, np.nan)
         )
     results = {}
@@ -979,10 +1005,6 @@ def _headline_figures(ctx: Context, unique: np.ndarray, w: np.ndarray, names: li
         results["maj:agreement_without_ties"] = st._divide(
             np.trace(kept, axis1=1, axis2=2), kept.sum(axis=(1, 2))
         )
-    if ctx.data.is_likert:
-        results["maj:spearman"] = st.w_spearman(model_value, ref_value, w)
-        difference = model_value - ref_value
-        results["maj:mae"], results["maj:bias"] = st.w_mean(np.abs(difference), w), st.w_mean(difference, w)
     valid = human_codes >= 0
     agree = ((human_codes == model_code[:, None]) & valid).sum(axis=1).astype(np.float64)
     results["each:percent_agreement"] = st._divide(w @ agree, w @ valid.sum(axis=1).astype(np.float64))
