@@ -237,8 +237,11 @@ def child(mode: str, output: str) -> None:
     print(json.dumps({"seconds": seconds, "rss_before": rss_before, "rss_peak": peak}))
 
 
-def copy_baseline(bench_url: str, evaluation_id: int, output: Path) -> float:
-    """COPY of the same rows (plain columns, same joins and order) TO STDOUT, written to a file."""
+def copy_baseline(bench_url: str, evaluation_id: int, output: Path, *, jit: bool = True) -> float:
+    """COPY of the same rows (plain columns, same joins and order) TO STDOUT, written to a file.
+
+    Run once with the server's JIT setting and once with JIT off (as the export runs), best kept.
+    """
     import psycopg
 
     sql = (
@@ -251,6 +254,8 @@ def copy_baseline(bench_url: str, evaluation_id: int, output: Path) -> float:
         "TO STDOUT WITH (FORMAT csv, HEADER true)"
     )
     with psycopg.connect(bench_url) as conn, output.open("wb") as handle:
+        if not jit:
+            conn.execute("SET jit = off")
         started = time.perf_counter()
         with conn.cursor().copy(sql) as copy:
             for block in copy:
@@ -296,13 +301,16 @@ def main() -> None:
             out = Path(scratch)
             copy_seconds = copy_baseline(bench_url, built["evaluation_id"], out / "copy.csv")
             cli = measure_in_child("cli", out / "cli.csv", bench_url)
-            copy_again = copy_baseline(bench_url, built["evaluation_id"], out / "copy.csv")
+            copy_again = copy_baseline(bench_url, built["evaluation_id"], out / "copy.csv", jit=False)
             copy_seconds = min(copy_seconds, copy_again)
             rows = count_rows(out / "cli.csv")
             assert rows == ratings == count_rows(out / "copy.csv"), (rows, ratings)
             cli_rate, copy_rate = rows / cli["seconds"], rows / copy_seconds
             growth = (cli["rss_peak"] - cli["rss_before"]) / 2**20
-            print(f"COPY (SELECT ...) TO STDOUT: {copy_seconds:.2f} s, {copy_rate:,.0f} rows/s (best of 2)")
+            print(
+                f"COPY (SELECT ...) TO STDOUT: {copy_seconds:.2f} s, "
+                f"{copy_rate:,.0f} rows/s (best of 2, JIT on and off)"
+            )
             print(
                 f"export_ratings --layout long: {cli['seconds']:.2f} s, {cli_rate:,.0f} rows/s "
                 f"(process incl. start-up {cli['process_seconds']:.2f} s), "
