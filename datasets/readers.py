@@ -233,11 +233,31 @@ class EntryStream:
                 else:
                     yield from readers[self.fmt](counter)
             except UnicodeDecodeError as error:
+                line, byte = _first_undecodable(self.path, self.encoding.codec)
                 raise FileRefused(
-                    f"the text stops being valid {self.encoding.found} near line {counter.line + 1} "
-                    f"({error.reason}); the file seems to mix encodings",
-                    line=counter.line + 1,
+                    f"the text stops being valid {self.encoding.found} on line {line} (byte 0x{byte:02X}: "
+                    f"{error.reason}); the file seems to mix encodings",
+                    line=line,
                 ) from None
+
+
+def _first_undecodable(path: Path, codec: str) -> tuple[int, int]:
+    """(line, byte value) of the first byte that does not decode; the text reader reads ahead in
+    blocks, so only a second pass over the bytes can say exactly where."""
+    decoder = codecs.getincrementaldecoder(codec)()
+    line = 1
+    with open(path, "rb") as handle:
+        while block := handle.read(SAMPLE_BYTES):
+            for start in range(0, len(block), 4096):
+                piece = block[start : start + 4096]
+                try:
+                    text = decoder.decode(piece)
+                except UnicodeDecodeError as error:
+                    pending = decoder.getstate()[0] if hasattr(decoder, "getstate") else b""
+                    good = (pending + piece)[: error.start]
+                    return line + good.count(b"\n"), (pending + piece)[error.start]
+                line += text.count("\n")
+    return line, 0
 
 
 def read_entries(path: Path, encoding: Encoding, fmt: str, *, mapping: dict | None = None) -> Iterator[Entry]:

@@ -269,7 +269,7 @@ def _import_while_copying(
     try:
         with transaction.atomic():
             dataset = _open_dataset(project=project, name=name, target=target, user=user, filename=filename)
-            checker.against(target and dataset)
+            checker.against(dataset if target is not None else None)
             with connection.cursor() as cursor:
                 raw = cursor.cursor
                 with raw.copy(COPY_STATEMENT, writer=_BoundedQueuedWriter(raw)) as copy:

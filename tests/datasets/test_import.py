@@ -299,3 +299,20 @@ def test_with_a_progress_callback_a_refused_file_changes_nothing(project, tmp_pa
     path = write_jsonl(tmp_path / "p.jsonl", [dialog(0), dialog(0)])
     result = refused(project, path, progress=lambda done, items: None)
     assert result.errors[0].line == 2
+
+
+def test_a_file_that_stops_being_utf8_half_way_is_refused_at_that_line(project, tmp_path):
+    good = [json.dumps(dialog(n)) for n in range(800)]  # about 180 kB, past the sniffed head
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(
+        ("\n".join(good) + "\n").encode() + json.dumps(dialog(800)).encode().replace(b"topic", b"t\xe9pic")
+    )
+    error = refused(project, path).errors[-1]
+    assert "stops being valid UTF-8" in error.message and error.line == 801
+
+
+def test_a_json_array_cut_off_in_an_item_is_refused_as_truncated(project, tmp_path):
+    path = tmp_path / "cut.json"
+    path.write_text("[\n" + json.dumps(dialog(0)) + ",\n" + json.dumps(dialog(1))[:50])
+    error = refused(project, path).errors[-1]
+    assert "truncated file" in error.message and error.line == 3
