@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from datasets.models import Item
@@ -454,23 +454,34 @@ def import_ratings(*, evaluation: Evaluation, path, file_format: str | None = No
     resolver = _Resolver(evaluation)
     rows, ignored = _validate(path, file_format, resolver)
     result = ImportResult(rows=rows, ignored_columns=ignored, file_format=file_format)
-    with transaction.atomic():
-        raters = {name: pk for name, (pk, _kind) in resolver.known_raters.items()}
-        for name, kind in resolver.new_raters.items():
-            raters[name] = Rater.objects.create(project_id=evaluation.project_id, name=name, kind=kind).pk
-            result.raters_created.append(name)
-        fresh = not evaluation.ratings.exists()
-        batch: list[_Row] = []
-        for line, record in read_records(path, file_format):
-            assert not isinstance(record, Problem), "validated files have no malformed records"
-            row, _problems = resolver.resolve(line, record)
-            assert row is not None, "validated rows resolve again"
-            batch.append(row)
-            if len(batch) >= BATCH_SIZE:
-                _write_batch(evaluation, batch, raters, result, fresh=fresh)
-                batch = []
-        _write_batch(evaluation, batch, raters, result, fresh=fresh)
+    try:
+        with transaction.atomic():
+            _write(evaluation, path, file_format, resolver, result)
+    except IntegrityError as error:
+        # Someone rated or imported the same (item, rubric, rater) meanwhile; nothing of this file is kept.
+        raise RatingsImportError(
+            [Problem(None, None, f"the ratings changed while this file was imported ({error}); try again")]
+        ) from None
     return result
+
+
+def _write(evaluation: Evaluation, path: Path, file_format: str, resolver: _Resolver, result: ImportResult):
+    """Second pass over a validated file: create the new raters, then write the rows in batches."""
+    raters = {name: pk for name, (pk, _kind) in resolver.known_raters.items()}
+    for name, kind in resolver.new_raters.items():
+        raters[name] = Rater.objects.create(project_id=evaluation.project_id, name=name, kind=kind).pk
+        result.raters_created.append(name)
+    fresh = not evaluation.ratings.exists()
+    batch: list[_Row] = []
+    for line, record in read_records(path, file_format):
+        assert not isinstance(record, Problem), "validated files have no malformed records"
+        row, _problems = resolver.resolve(line, record)
+        assert row is not None, "validated rows resolve again"
+        batch.append(row)
+        if len(batch) >= BATCH_SIZE:
+            _write_batch(evaluation, batch, raters, result, fresh=fresh)
+            batch = []
+    _write_batch(evaluation, batch, raters, result, fresh=fresh)
 
 
 NEW_RATING_COLUMNS = (
@@ -505,7 +516,8 @@ def _insert_new(evaluation: Evaluation, new: list[tuple[_Row, int]], now) -> Non
         return
     details = json.dumps(IMPORTED_DETAILS)
     sql = f"COPY evaluations_rating ({', '.join(NEW_RATING_COLUMNS)}) FROM STDIN"
-    with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
+    # wrap_database_errors: the raw psycopg cursor raises psycopg errors; Django's are caught upstream.
+    with connection.wrap_database_errors, connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
         for row, rater_id in new:
             copy.write_row((
                 evaluation.pk, row.item_id, row.version.pk, rater_id, row.value, row.explanation,

@@ -232,3 +232,23 @@ def test_databases_without_copy_insert_through_bulk_create(evaluation, tmp_path,
     assert result.created == 1
     assert stored() == [("d-0", "Quality", "ann", "4", "ok")]
     assert Rating.objects.get().details == {"imported": True}
+
+
+def test_a_rating_written_meanwhile_refuses_the_whole_file(evaluation, project, tmp_path, monkeypatch):
+    from evaluations import ratings_import
+
+    path = write(tmp_path, HEADER + "d-0,Quality,ann,human,4,\nd-1,Quality,ann,human,2,\n")
+    rater = factories.make_rater(project, name="ann")
+    quality = evaluation.rubric_versions.get(rubric__name="Quality")
+    write_batch = ratings_import._write_batch
+
+    def someone_rates_first(*args, **kwargs):
+        factories.make_rating(
+            evaluation, evaluation.dataset.items.get(external_id="d-1"), quality, rater, "5"
+        )
+        write_batch(*args, **kwargs)
+
+    monkeypatch.setattr(ratings_import, "_write_batch", someone_rates_first)
+    with pytest.raises(RatingsImportError, match="the ratings changed while this file was imported"):
+        import_ratings(evaluation=evaluation, path=path)
+    assert not Rating.objects.exists()  # the whole import, and what happened inside it, rolled back
