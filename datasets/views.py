@@ -5,7 +5,7 @@ import json
 from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.db.models import Q, QuerySet
-from django.db.models.fields.json import KT
+from django.db.models.fields.json import KeyTransform
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
@@ -182,7 +182,13 @@ def _filtered_items(dataset: Dataset, *, query: str, meta: str) -> tuple[QuerySe
                 condition |= Q(metadata__contains={key: parsed})
             items = items.filter(condition)
         else:
-            items = items.annotate(_meta_value=KT(f"metadata__{key}")).filter(_meta_value=value)
+            # KeyTransform rather than metadata__<key>, so a key named like a lookup stays a key.
+            items = items.alias(meta_value=KeyTransform(key, "metadata"))
+            condition = Q(meta_value=value)
+            parsed = _json_scalar(value)
+            if parsed is not None:
+                condition |= Q(meta_value=parsed)
+            items = items.filter(condition)
     return items, problem
 
 

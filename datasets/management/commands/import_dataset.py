@@ -59,7 +59,7 @@ class Command(BaseCommand):
             self.stdout.write(self.style.WARNING(warning))
         if not result.ok:
             for error in result.errors[:SHOWN]:
-                self.stderr.write(str(error))
+                self.stderr.write(f"{options['path']}: {error}")
             if result.error_count > SHOWN:
                 self.stderr.write(f"... and {result.error_count - SHOWN} more problems")
             raise CommandError(f"refused: {result.error_count} problem(s) found; nothing was imported")
