@@ -108,6 +108,17 @@ def test_upload_over_the_size_limit_is_refused_before_it_is_stored(
     assert not upload_dir.exists() or list(upload_dir.iterdir()) == []
 
 
+def test_a_file_over_the_limit_is_dropped_as_its_bytes_arrive(
+    researcher_client, project, settings, upload_dir
+):
+    # The request is small enough to pass the Content-Length check, so the byte counter must catch it.
+    settings.CONCORD_MAX_UPLOAD_BYTES = 1000
+    response = upload(researcher_client, project, jsonl_bytes([dialog(n) for n in range(100)]))
+    assert response.status_code == 413
+    assert UploadJob.objects.count() == 0 and Dataset.objects.count() == 0
+    assert not upload_dir.exists() or list(upload_dir.iterdir()) == []
+
+
 def test_wide_csv_goes_through_the_mapping_step(researcher_client, project):
     content = b'conv,history,answer,topic\nq1,"USER: Hi",Hello there,greeting\n'
     response = upload(researcher_client, project, content, filename="wide.csv")
