@@ -589,11 +589,19 @@ def human_human(ctx: Context, names: list[str]) -> dict:
         return out
     mask = np.isfinite(ctx.matrix.values[:, cols]).sum(axis=1) >= 2
     rows = ctx.rows(mask, cols)
+    # Only the values people gave: a judge's fractional scores must not widen the people's table.
+    present = rows[:, :, 1] >= 0
+    used, compact = np.unique(rows[:, :, 1][present], return_inverse=True)
+    rows[:, :, 1][present] = compact
+    levels = ctx.value_levels[used]
     headline = ["krippendorff_alpha", "percent_agreement", "cohen_kappa"]
     if ctx.tie is not None:
         headline += ["agreement_with_ties", "agreement_without_ties"]
     point, ci = st.bootstrap(
-        rows, lambda u, w: _human_figures(ctx, u, w, headline), resamples=ctx.resamples, seed=ctx.seed
+        rows,
+        lambda u, w: _human_figures(ctx, u, w, headline, levels),
+        resamples=ctx.resamples,
+        seed=ctx.seed,
     )
     whys = {
         "krippendorff_alpha": f"{st.ALL_IDENTICAL}: alpha undefined",
@@ -621,7 +629,9 @@ def human_human(ctx: Context, names: list[str]) -> dict:
     return out
 
 
-def _human_figures(ctx: Context, unique: np.ndarray, w: np.ndarray, headline: list[str]) -> np.ndarray:
+def _human_figures(
+    ctx: Context, unique: np.ndarray, w: np.ndarray, headline: list[str], levels: np.ndarray
+) -> np.ndarray:
     codes, value_codes = unique[:, :, 0], unique[:, :, 1]
     counts = st.category_counts(codes, ctx.levels)
     out = []
@@ -629,7 +639,6 @@ def _human_figures(ctx: Context, unique: np.ndarray, w: np.ndarray, headline: li
         if metric == "krippendorff_alpha":
             level = "ordinal" if ctx.data.is_likert else "nominal"
             if ctx.data.is_likert:
-                levels = ctx.value_levels
                 alpha_counts = st.category_counts(value_codes, levels.shape[0])
                 out.append(st.w_alpha(alpha_counts, w, level=level, values=levels))
             else:
