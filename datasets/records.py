@@ -61,14 +61,6 @@ class ItemRecord:
     def has_baseline(self) -> bool:
         return bool(self.baseline and str(self.baseline.get("text", "")).strip())
 
-    def texts(self) -> list[tuple[str, str]]:
-        """(field name, text) of every turn, for mojibake checks and search text."""
-        found = [(f"turns[{n}].text", turn["text"]) for n, turn in enumerate(self.context)]
-        found.append(("response.text", self.response["text"]))
-        if self.baseline is not None:
-            found.append(("baseline.text", self.baseline["text"]))
-        return found
-
 
 class _Collector:
     """Gathers every problem of one object, so a file's report is complete, not first-error-only."""
