@@ -44,7 +44,9 @@ def dataset_upload(request: HttpRequest, slug: str) -> HttpResponse:
 @csrf_protect
 def _dataset_upload(request: HttpRequest, project, handler: SizeLimitHandler) -> HttpResponse:
     if request.method != "POST":
-        form = DatasetUploadForm(initial={"name": request.GET.get("name", "")})
+        name = request.GET.get("name", "")
+        # "Append items" on a dataset page links here with its name: appending is what is meant.
+        form = DatasetUploadForm(initial={"name": name, "append": bool(name)})
         return _render_upload(request, project, form)
     form = DatasetUploadForm(request.POST, request.FILES)
     if handler.refused:

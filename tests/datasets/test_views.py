@@ -266,3 +266,9 @@ def test_a_dataset_of_another_project_is_not_found(researcher_client, researcher
     assert (
         researcher_client.get(reverse("dataset_detail", args=[project.slug, dataset.pk])).status_code == 404
     )
+
+
+def test_append_link_prefills_the_name_and_ticks_append(researcher_client, project):
+    url = reverse("dataset_upload", args=[project.slug])
+    content = researcher_client.get(url, {"name": "Study"}).content.decode()
+    assert 'value="Study"' in content and 'name="append" id="id_append" checked' in content
