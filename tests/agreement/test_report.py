@@ -203,3 +203,17 @@ def test_the_verdict_interval_brackets_its_difference(project):
     assert low <= verdict["difference"] <= high
     assert verdict["difference"] == pytest.approx(verdict["model"] - verdict["humans"], abs=1e-5)
     assert verdict["label"] == ("better" if low > 0 else "worse" if high < 0 else "comparable")
+
+
+def test_human_figures_ignore_a_fractional_judge_and_match_the_krippendorff_package(project):
+    import krippendorff
+
+    rng = np.random.default_rng(21)
+    table = random_table(rng, items=50, raters=["a", "b", "c"], labels=list("12345"), missing=0.2)
+    table["judge"] = [f"{v:.2f}" for v in rng.uniform(1, 5, 50)]
+    evaluation, _ = make_rated_evaluation(project, kind="likert", table=table, models=["judge"])
+    hh = _block(evaluation)["human_human"]
+    data = np.array([[np.nan if v is None else float(v) for v in table[r]] for r in ["a", "b", "c"]])
+    expected = krippendorff.alpha(reliability_data=data, level_of_measurement="ordinal")
+    assert hh["krippendorff_alpha"] == pytest.approx(expected)
+    assert hh["ci"]["krippendorff_alpha"][0] <= expected <= hh["ci"]["krippendorff_alpha"][1]
