@@ -136,7 +136,8 @@ def scenario(
     cpu_before = sum(sum(process.cpu_times()[:2]) for process in processes)
     started = time.monotonic()
     run = services.launch_run(judge=judge, evaluation=evaluation, rubric_version=version)
-    while True:
+    deadline = started + 10 * limit + 60
+    while time.monotonic() < deadline:
         time.sleep(0.05)
         run.refresh_from_db(fields=["status"])
         if run.status != JudgeRun.Status.RUNNING:

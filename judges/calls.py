@@ -37,9 +37,14 @@ BACKOFF_BASE_SECONDS = 0.25
 BACKOFF_CAP_SECONDS = 20.0
 STATUS_CHECK_SECONDS = 0.5
 FLIP = {"A": "B", "B": "A", "SAME": "SAME"}
-FINISHER_THREADS = 8
+# Each thread holds its own database connection: keep these pools small (connections per worker
+# process = its pool threads + these).
+FINISHER_THREADS = 4
+
+CLAIMER_THREADS = 4
 
 _finisher = ThreadPoolExecutor(max_workers=FINISHER_THREADS, thread_name_prefix="judge-finish")
+_claimer = ThreadPoolExecutor(max_workers=CLAIMER_THREADS, thread_name_prefix="judge-claim")
 
 
 class RunStopped(Exception):
@@ -311,6 +316,43 @@ def claim_next_call(ctx: LaneContext) -> tuple[JudgeCall, uuid.UUID] | None:
         if claimed:
             return claimed
     return None
+
+
+class ClaimAhead:
+    """Claims a lane's next call while its current request is in flight, so no lane waits for the
+    database between two requests. Inside a transaction (tests) it claims inline instead, since rows
+    made there are invisible to other connections."""
+
+    def __init__(self, ctx: LaneContext):
+        self.ctx = ctx
+        self.future: Future | None = None
+
+    def next(self) -> tuple[JudgeCall, uuid.UUID] | None:
+        if self.future is None:
+            return claim_next_call(self.ctx)
+        future, self.future = self.future, None
+        return future.result()
+
+    def prefetch(self) -> None:
+        if not connection.in_atomic_block:
+            self.future = _claimer.submit(_claim_in_thread, self.ctx)
+
+    def release(self) -> None:
+        """Give back a claim taken ahead that the lane will not use."""
+        claimed = self.next() if self.future is not None else None
+        if claimed is not None:
+            release_claim(*claimed)
+
+
+def _claim_in_thread(ctx: LaneContext) -> tuple[JudgeCall, uuid.UUID] | None:
+    close_old_connections()
+    return claim_next_call(ctx)
+
+
+def release_claim(call: JudgeCall, token: uuid.UUID) -> None:
+    JudgeCall.objects.filter(pk=call.pk, status=JudgeCall.Status.CLAIMED, claim_token=token).update(
+        status=JudgeCall.Status.PENDING, claim_token=None
+    )
 
 
 def _claim_postgresql(run_id: int, status: str, stale_before) -> tuple[JudgeCall, uuid.UUID] | None:

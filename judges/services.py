@@ -25,7 +25,7 @@ from rubrics.models import RubricVersion
 from rubrics.rendering import RenderError, render_prompt
 
 from . import client
-from .calls import LaneContext, build_request, claim_next_call, process_call
+from .calls import ClaimAhead, LaneContext, build_request, process_call, release_claim
 from .fake_llm import OWNED_BY
 from .models import Judge, JudgeCall, JudgeRun
 
@@ -164,17 +164,21 @@ def work_lane(*, run_id: int, lane: int) -> int:
     if run is None:
         return 0
     ctx = LaneContext.load(run)
+    ahead = ClaimAhead(ctx)
     done = 0
     while not ctx.stopped():
-        claimed = claim_next_call(ctx)
+        claimed = ahead.next()
         if claimed is None:
             break
+        ahead.prefetch()
         outcome = process_call(ctx, *claimed)
         if outcome == "stopped":
+            release_claim(*claimed)
             break
         done += 1
         if lane == 0 and done == 1:
             start_other_lanes(run)
+    ahead.release()
     done -= ctx.wait_for_finishes()
     complete_run_if_finished(run_id=run_id)
     return done
