@@ -158,3 +158,10 @@ def test_long_export_round_trips_into_a_fresh_evaluation(rated, tmp_path, layout
     assert result.created == 12
     assert result.ignored_columns == ["created", "updated"]
     assert _ratings(fresh) == _ratings(rated)
+
+
+def test_export_command_writes_to_standard_output_by_default(rated, capsysbinary):
+    call_command("export_ratings", "--evaluation", "Study", "--layout", "wide")
+    lines = capsysbinary.readouterr().out.decode().splitlines()
+    assert lines[0].startswith("item_id,Pref@1 | =judge,")
+    assert len(lines) == 4
