@@ -18,11 +18,14 @@ Unknown raters become named raters of the given kind; a known rater of the other
 The same (item, rubric, rater) twice in one file is an error.
 
 Every problem of the whole file is reported with its line and column (the first 1,000 in full),
-and then nothing is imported. Otherwise all rows are written in one transaction, in batches: new
-ratings are bulk-created; a rating that already exists with a different value, explanation,
-parse_failed or side_shown is updated and its earlier value kept as a RatingRevision; an identical
-one is left alone. Memory holds the item-id map and one packed integer per row (for duplicates),
-not the rows, so a million ratings import in a few hundred MB at most.
+and then nothing is imported. Otherwise the file is read a second time and all rows are written
+in one transaction, in batches of 5,000: new ratings go in with COPY on PostgreSQL (bulk_create
+elsewhere); a rating that already exists with a different value, explanation, parse_failed or
+side_shown is updated and its earlier value kept as a RatingRevision; an identical one is left
+alone. If someone rates the same (item, rubric, rater) meanwhile, the unique constraint stops the
+import and nothing of the file is kept. Memory holds the item-id map, the checks of repeated cells
+and one integer per row (for duplicates), not the rows: 1M ratings take about 100 s and 91 MB
+(bench/export_ratings.py --import-too).
 """
 
 from __future__ import annotations
