@@ -100,3 +100,20 @@ def test_faults_can_be_picked_per_request_by_header(fake_llm, fault):
             "refusal": bool(message["refusal"]),
             "truncated_json": body["choices"][0]["finish_reason"] == "length",
         }[fault]
+
+
+def test_forty_concurrent_requests_at_200_ms_take_about_200_ms_not_eight_seconds():
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    server = FakeLLM(FakeConfig(latency_ms=200)).start(stop_after=60)
+    try:
+        started = time.monotonic()
+        with ThreadPoolExecutor(max_workers=40) as pool:
+            statuses = list(pool.map(lambda n: post(server, chat(f"concurrent {n}"))[0], range(40)))
+        elapsed = time.monotonic() - started
+    finally:
+        server.stop()
+    assert statuses == [200] * 40
+    assert server.stats.max_in_flight >= 32
+    assert elapsed < 2.0

@@ -140,6 +140,17 @@ def test_transient_faults_are_retried_and_the_run_completes(project, fake_llm, f
     assert Rating.objects.filter(rater=run.rater, parse_failed=False).count() == 3
 
 
+def test_a_429_waits_at_least_its_retry_after_before_trying_again(project, fake_llm):
+    import time
+
+    version, evaluation = setup_evaluation(project, items=1)
+    judge = make_judge(project, fake_llm, model="fake-judge?fault=429&retry_after=0.6")
+    started = time.monotonic()
+    run = run_to_end(judge, evaluation, version)
+    assert time.monotonic() - started >= 0.6
+    assert run.calls.get().attempts == 2 and run.status == JudgeRun.Status.DONE
+
+
 def test_timeouts_are_retried(project, fake_llm):
     version, evaluation = setup_evaluation(project, items=1)
     judge = make_judge(project, fake_llm, model="fake-judge?fault=timeout", request_timeout=0.3)
