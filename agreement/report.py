@@ -663,13 +663,15 @@ def _mean_pair_kappa(
     total = np.zeros(w.shape[0])
     weight = np.zeros(w.shape[0])
     for a, b in pairs:
-        shared = (codes[:, a] >= 0) & (codes[:, b] >= 0)
-        if not shared.any():
+        # Only the rows this pair shares: with many annotators each pair shares a small part.
+        shared = np.nonzero((codes[:, a] >= 0) & (codes[:, b] >= 0))[0]
+        if shared.size == 0:
             continue
+        ws = w[:, shared]
         kappa = st.kappa_from_confusion(
-            st.w_confusion(codes[:, a], codes[:, b], w, ctx.levels), weights=ctx.kappa_weights
+            st.w_confusion(codes[shared, a], codes[shared, b], ws, ctx.levels), weights=ctx.kappa_weights
         )
-        items = w @ shared.astype(np.float64)
+        items = ws.sum(axis=1)
         ok = np.isfinite(kappa)
         total += np.where(ok, kappa * items, 0.0)
         weight += np.where(ok, items, 0.0)

@@ -21,7 +21,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import sparse
 
 ALL_IDENTICAL = "all ratings identical"
 
@@ -86,9 +85,19 @@ def _first(values: np.ndarray) -> float:
     return float(values[0])
 
 
-def _onehot(index: np.ndarray, width: int) -> sparse.csr_matrix:
-    rows = np.arange(index.shape[0])
-    return sparse.csr_matrix((np.ones(index.shape[0]), (rows, index)), shape=(index.shape[0], width))
+def grouped_sums(w: np.ndarray, groups: np.ndarray, width: int) -> np.ndarray:
+    """(B, width): per weighting, the summed weights of the rows in each group (ids 0..width-1)."""
+    out = np.zeros((w.shape[0], width))
+    if groups.shape[0] == 0:
+        return out
+    if w.shape[0] == 1:
+        out[0] = np.bincount(groups, weights=w[0], minlength=width)
+        return out
+    order = np.argsort(groups, kind="stable")
+    ordered = groups[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    out[:, ordered[starts]] = np.add.reduceat(w[:, order], starts, axis=1)
+    return out
 
 
 def _wsum(w: np.ndarray, column: np.ndarray) -> np.ndarray:
@@ -105,13 +114,8 @@ def _divide(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 def w_confusion(x: np.ndarray, y: np.ndarray, w: np.ndarray, levels: int) -> np.ndarray:
     """(B, L, L) weighted counts of (x, y) code pairs; rows where either is -1 are left out."""
-    both = (x >= 0) & (y >= 0)
-    cell = np.where(both, x * levels + y, 0)
-    if w.shape[0] == 1:  # one weighting (a point estimate): a bincount is much cheaper
-        flat = np.bincount(cell[both], weights=w[0, both], minlength=levels * levels)
-        return flat.reshape(1, levels, levels)
-    onehot = _onehot(cell, levels * levels).multiply(both[:, None]).tocsr()
-    flat = np.asarray((onehot.T @ w.T).T)
+    both = np.nonzero((x >= 0) & (y >= 0))[0]
+    flat = grouped_sums(w[:, both], x[both] * levels + y[both], levels * levels)
     return flat.reshape(w.shape[0], levels, levels)
 
 
@@ -227,7 +231,7 @@ def w_pearson(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
 def _w_midranks(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """(B, P) midranks of x under each weighting (ties share the mean of their ranks)."""
     levels, index = np.unique(x, return_inverse=True)
-    per_level = np.asarray((_onehot(index, levels.shape[0]).T @ w.T).T)
+    per_level = grouped_sums(w, index, levels.shape[0])
     cum = np.cumsum(per_level, axis=1)
     midrank = cum - (per_level - 1.0) / 2.0
     return midrank[:, index]
@@ -529,7 +533,7 @@ def bootstrap(
     n = rows.shape[0]
     if n == 0:
         return np.atleast_1d(statistic(rows, np.zeros((1, 0)))).reshape(-1), None
-    unique, counts = unique_rows(rows.reshape(n, -1))
+    unique, counts, inverse = unique_rows(rows.reshape(n, -1), return_inverse=True)
     unique = unique.reshape((unique.shape[0], *rows.shape[1:]))
     point = np.asarray(statistic(unique, counts[None, :].astype(np.float64)), dtype=np.float64).reshape(-1)
     if resamples <= 0:
@@ -538,34 +542,53 @@ def bootstrap(
     chunk = max(1, min(resamples, budget // max(1, unique.shape[0])))
     draws = []
     done = 0
-    probabilities = counts / n
     while done < resamples:
         size = min(chunk, resamples - done)
-        weights = rng.multinomial(n, probabilities, size=size).astype(np.float64)
+        weights = _resample_weights(rng, counts, inverse, size)
         draws.append(np.asarray(statistic(unique, weights), dtype=np.float64).reshape(size, -1))
         done += size
     values = np.concatenate(draws, axis=0)
     return point, percentile_intervals(values, level=level)
 
 
-def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct rows of an integer matrix and how often each occurs.
+def _resample_weights(
+    rng: np.random.Generator, counts: np.ndarray, inverse: np.ndarray, size: int
+) -> np.ndarray:
+    """(size, P) how often each distinct row occurs in `size` resamples of the n items, with replacement.
+
+    Few distinct rows: a multinomial over them. Many (each item nearly its own pattern): drawing
+    n item indices and counting is cheaper. Both are the same distribution. Column-major, so that
+    taking a subset of rows' weights (one pair of raters' shared items) reads contiguous memory.
+    """
+    n, distinct = inverse.shape[0], counts.shape[0]
+    if distinct * 4 < n:
+        weights = rng.multinomial(n, counts / n, size=size)
+    else:
+        picks = inverse[rng.integers(0, n, size=(size, n))] + (np.arange(size) * distinct)[:, None]
+        weights = np.bincount(picks.ravel(), minlength=size * distinct).reshape(size, distinct)
+    return np.asfortranarray(weights, dtype=np.float64)
+
+
+def unique_rows(rows: np.ndarray, *, return_inverse: bool = False) -> tuple:
+    """Distinct rows of an integer matrix and how often each occurs (and each row's index, if asked).
 
     Packs each row into one int64 (mixed radix over each column's range) when that fits, which
     is far faster than sorting rows as records; falls back to np.unique(axis=0) otherwise.
     """
     rows = np.asarray(rows, dtype=np.int64)
     if rows.shape[1] == 0:
-        return rows[:1], np.array([rows.shape[0]])
+        result = (rows[:1], np.array([rows.shape[0]]), np.zeros(rows.shape[0], dtype=np.int64))
+        return result if return_inverse else result[:2]
     low = rows.min(axis=0)
     span = rows.max(axis=0) - low + 1
     if float(np.prod(span.astype(np.float64))) >= 2.0**62:
-        return np.unique(rows, axis=0, return_counts=True)
+        unique, inverse, counts = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
+        return (unique, counts, inverse.reshape(-1)) if return_inverse else (unique, counts)
     key = np.zeros(rows.shape[0], dtype=np.int64)
     for column in range(rows.shape[1]):
         key = key * span[column] + (rows[:, column] - low[column])
-    _, first, counts = np.unique(key, return_index=True, return_counts=True)
-    return rows[first], counts
+    _, first, inverse, counts = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
+    return (rows[first], counts, inverse) if return_inverse else (rows[first], counts)
 
 
 def percentile_intervals(values: np.ndarray, *, level: float = 0.95) -> np.ndarray:
