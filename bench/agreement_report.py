@@ -15,7 +15,8 @@ A / SAME / B instead.
 
 Options: --items 100000 --kind likert|pairwise --resamples 1000 --repeat 3 --keep (keep the database)
 --profile (print where one report run spends its time) --fractional (judge-a scores like "3.72",
-as a logprob judge stores them: about 400 distinct values instead of 5).
+as a logprob judge stores them: about 400 distinct values instead of 5) --people 20 (a pool of 20
+annotators, 3 per item: 190 pairs of people).
 """
 
 import argparse
@@ -103,7 +104,7 @@ def _copy_text(value) -> str:
     return str(value).replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
 
 
-def generate(items: int, kind: str, *, fractional: bool = False):
+def generate(items: int, kind: str, *, fractional: bool = False, people: int = 3):
     from datasets.models import Dataset, Item
     from evaluations.models import Evaluation, Rater, Rating
     from projects.models import Project
@@ -134,16 +135,20 @@ def generate(items: int, kind: str, *, fractional: bool = False):
     labels = ["A", "SAME", "B"] if kind == "pairwise" else ["1", "2", "3", "4", "5"]
     truth = rng.integers(0, len(labels), items)
     columns: dict[str, list] = {"item_id": [], "rater_id": [], "value": [], "parse_failed": []}
-    for name, spread, fail in [(h, 0.25, 0.0) for h in HUMANS] + [
+    humans = HUMANS if people == 3 else [f"person-{k + 1}" for k in range(people)]
+    # Each item is rated by 3 of the people (all of them when there are 3).
+    chosen = np.argsort(rng.random((items, people)), axis=1)[:, :3]
+    for name, spread, fail in [(h, 0.25, 0.0) for h in humans] + [
         ("judge-a", 0.45, 0.0),
         ("judge-b", 0.6, 0.02),
     ]:
-        rater = Rater.objects.create(project=project, name=name, kind="human" if name in HUMANS else "model")
+        rater = Rater.objects.create(project=project, name=name, kind="human" if name in humans else "model")
+        mine = (chosen == humans.index(name)).any(axis=1) if name in humans else np.ones(items, dtype=bool)
         noise = rng.choice([-1, 1], items) * (rng.random(items) < spread)
-        codes = np.clip(truth + noise, 0, len(labels) - 1)
-        failed = rng.random(items) < fail
-        columns["item_id"] += item_ids.tolist()
-        columns["rater_id"] += [rater.pk] * items
+        codes = np.clip(truth + noise, 0, len(labels) - 1)[mine]
+        failed = (rng.random(items) < fail)[mine]
+        columns["item_id"] += item_ids[mine].tolist()
+        columns["rater_id"] += [rater.pk] * int(mine.sum())
         if fractional and name == "judge-a":  # a logprob judge: probability-weighted scores like "3.72"
             scores = np.clip(truth + 1 + rng.normal(0, 0.5, items), 1, 5).round(2)
             columns["value"] += [f"{score:g}" for score in scores]
@@ -187,6 +192,7 @@ def main() -> None:
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--people", type=int, default=3, help="Annotators; each item gets 3 of them.")
     parser.add_argument("--fractional", action="store_true", help="judge-a gives scores like 3.72 (likert).")
     parser.add_argument("--profile", action="store_true", help="Print a profile of one report run.")
     args = parser.parse_args()
@@ -197,7 +203,7 @@ def main() -> None:
     try:
         setup_django(bench_url)
         started = time.perf_counter()
-        evaluation, version = generate(args.items, args.kind, fractional=args.fractional)
+        evaluation, version = generate(args.items, args.kind, fractional=args.fractional, people=args.people)
         print(
             f"generated {args.items:,} items and {args.items * 5:,} ratings "
             f"in {time.perf_counter() - started:.1f} s"
