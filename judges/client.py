@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ import openai
 logging.getLogger("httpx2").setLevel(logging.WARNING)
 
 TOP_LOGPROBS = 10
+KEY_SHAPE_RE = re.compile(r"\b(?:sk|key|api[-_]?key)[-_][A-Za-z0-9*_\-.]{3,}", re.I)
 LOGPROB_TOKENS_KEPT = 8
 
 
@@ -102,7 +104,7 @@ def chat(*, base_url: str, api_key_env: str, timeout: float, request: dict) -> R
         # models, which cost more CPU than everything else a judge call does.
         completion = client.post("/chat/completions", body=request, cast_to=object)
     except openai.APIStatusError as error:
-        raise _status_error(error) from None
+        raise _status_error(error, client.api_key) from None
     except openai.APITimeoutError:
         raise TransientError(f"timed out after {timeout:g} s") from None
     except openai.APIConnectionError as error:
@@ -143,9 +145,18 @@ def _reply(completion: Any, latency_ms: float) -> Reply:
     )
 
 
-def _status_error(error: openai.APIStatusError) -> EndpointError:
+def redact(text: str, api_key: str) -> str:
+    """The endpoint's message without the key or anything shaped like one (some echo part of it)."""
+    if api_key:
+        text = text.replace(api_key, "***")
+        if len(api_key) >= 12:  # masked echoes such as "sk-proj-****abcd"
+            text = text.replace(api_key[:6], "***").replace(api_key[-4:], "***")
+    return KEY_SHAPE_RE.sub("***", text)
+
+
+def _status_error(error: openai.APIStatusError, api_key: str) -> EndpointError:
     status = error.status_code
-    detail = _error_message(error)
+    detail = redact(_error_message(error), api_key)
     if status == 429:
         return TransientError(f"rate limited (429): {detail}", status=status, retry_after=_retry_after(error))
     if status >= 500 or status in (408, 409):
@@ -188,7 +199,7 @@ def list_models(*, base_url: str, api_key_env: str, timeout: float = 10.0) -> li
     try:
         page = client.models.list()
     except openai.APIStatusError as error:
-        raise _status_error(error) from None
+        raise _status_error(error, client.api_key) from None
     except openai.APIConnectionError as error:
         raise TransientError(f"connection error: {error.__cause__ or error}") from None
     return [{"id": model.id, "owned_by": getattr(model, "owned_by", "")} for model in page.data]

@@ -149,7 +149,10 @@ class FakeLLM:
             self.config.api_key is not None
             and headers.get("authorization") != f"Bearer {self.config.api_key}"
         ):
-            return 401, {}, _error("Incorrect API key provided.", "invalid_request_error", "invalid_api_key")
+            sent = headers.get("authorization", "").removeprefix("Bearer ")
+            masked = f"{sent[:6]}****{sent[-4:]}" if len(sent) >= 12 else "****"
+            message = f"Incorrect API key provided: {masked}."
+            return 401, {}, _error(message, "invalid_request_error", "invalid_api_key")
         if method == "GET" and path == "/v1/models":
             data = [
                 {"id": name, "object": "model", "created": 0, "owned_by": OWNED_BY} for name in LISTED_MODELS

@@ -185,6 +185,7 @@ def test_wrong_key_stops_the_run_after_the_first_call_with_authentication_failed
         server.stop()
     assert run.status == JudgeRun.Status.FAILED
     assert "authentication failed" in run.error
+    assert "1234" not in run.error and "sk-pro" not in run.error  # the server echoed a masked key
     assert server.stats.requests == 1
     assert run.calls.filter(status=JudgeCall.Status.FAILED).count() == 1
     assert no_enqueue == []
