@@ -223,6 +223,8 @@ REDIS_URL = env_url(
 LLM_DEFAULT_BASE_URL = env_url("LLM_DEFAULT_BASE_URL", "https://api.openai.com/v1", schemes={"http", "https"})
 LLM_REQUEST_TIMEOUT = env_float("LLM_REQUEST_TIMEOUT", 60.0, minimum=0.1)
 LLM_MAX_ATTEMPTS = env_int("LLM_MAX_ATTEMPTS", 6, minimum=1)
+# A running judge run whose lanes have not reported for this long is taken over by a starting worker.
+JUDGE_STALE_SECONDS = env_int("JUDGE_STALE_SECONDS", 60, minimum=1)
 
 LOGGING = {
     "version": 1,
