@@ -63,6 +63,7 @@ class LaneContext:
     limiter: RateLimiter
     finishes: list[Future] = field(default_factory=list)
     _checked_at: float = 0.0
+    _beat_at: float = 0.0
     _stopped: bool = False
 
     @classmethod
@@ -106,10 +107,14 @@ class LaneContext:
         self._stopped = True
 
     def stopped(self) -> bool:
-        """Whether the run is no longer running; asks the database at most twice a second."""
+        """Whether the run is no longer running; asks the database at most twice a second, and now and
+        then records the run's heartbeat (a starting worker takes over runs whose heartbeat went stale)."""
         now = time.monotonic()
         if not self._stopped and now - self._checked_at > STATUS_CHECK_SECONDS:
             self._checked_at = now
+            if now - self._beat_at > min(5.0, settings.JUDGE_STALE_SECONDS / 3):
+                self._beat_at = now
+                JudgeRun.objects.filter(pk=self.run_id).update(heartbeat=timezone.now())
             status = JudgeRun.objects.filter(pk=self.run_id).values_list("status", flat=True).first()
             self._stopped = status != JudgeRun.Status.RUNNING
         return self._stopped

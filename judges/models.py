@@ -127,6 +127,9 @@ class JudgeRun(models.Model):
     lanes_started = models.BooleanField(
         default=False, help_text="The first call went alone; after it the other lanes were started."
     )
+    heartbeat = models.DateTimeField(
+        null=True, blank=True, help_text="Last sign of life from one of its lanes."
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

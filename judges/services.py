@@ -213,6 +213,31 @@ def complete_run_if_finished(*, run_id: int) -> None:
         running.update(status=JudgeRun.Status.DONE, finished=timezone.now())
 
 
+def recover_stalled_runs(*, stale_seconds: float) -> list[int]:
+    """Take over running runs none of whose lanes reported for `stale_seconds` (their worker died):
+    their claimed calls go back to pending and the first lane starts again. Returns the run ids."""
+    cutoff = timezone.now() - timedelta(seconds=stale_seconds)
+    stalled = JudgeRun.objects.filter(status=JudgeRun.Status.RUNNING).filter(
+        Q(heartbeat__lt=cutoff) | Q(heartbeat__isnull=True, created__lt=cutoff)
+    )
+    recovered = []
+    for run in stalled.only("pk", "heartbeat"):
+        with transaction.atomic():
+            # Only one starting worker wins a run: the heartbeat it saw must still be there.
+            taken = JudgeRun.objects.filter(pk=run.pk, heartbeat=run.heartbeat).update(
+                heartbeat=timezone.now(), lanes_started=False
+            )
+            if not taken:
+                continue
+            JudgeCall.objects.filter(run_id=run.pk, status=JudgeCall.Status.CLAIMED).update(
+                status=JudgeCall.Status.PENDING, claim_token=None
+            )
+            run_id = run.pk
+            transaction.on_commit(lambda run_id=run_id: enqueue_lanes(run_id, [0]))
+        recovered.append(run.pk)
+    return recovered
+
+
 def cancel_run(*, run: JudgeRun) -> bool:
     return bool(
         JudgeRun.objects.filter(pk=run.pk, status=JudgeRun.Status.RUNNING).update(

@@ -1,6 +1,8 @@
 """Thin Celery tasks: ids in, one service call. acks_late + reject_on_worker_lost come from settings."""
 
 from celery import shared_task
+from celery.signals import worker_ready
+from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from . import services
@@ -21,3 +23,17 @@ from . import services
 def run_judge_lane(run_id: int, lane: int) -> int:
     """Work one lane of a judge run until no call is left; safe to deliver twice."""
     return services.work_lane(run_id=run_id, lane=lane)
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def recover_judge_runs() -> list[int]:
+    """Restart runs whose lanes died with their worker (no heartbeat for JUDGE_STALE_SECONDS)."""
+    return services.recover_stalled_runs(stale_seconds=settings.JUDGE_STALE_SECONDS)
+
+
+@worker_ready.connect
+def recover_when_a_worker_starts(**_kwargs) -> None:
+    """A worker coming back finishes what a dead one left: check now, and again once a heartbeat
+    that was still fresh at start-up would have gone stale."""
+    recover_judge_runs.apply_async()
+    recover_judge_runs.apply_async(countdown=settings.JUDGE_STALE_SECONDS + 1)

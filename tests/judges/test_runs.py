@@ -255,3 +255,21 @@ def test_launch_refuses_a_rubric_version_outside_the_evaluation(project, fake_ll
     with pytest.raises(ValidationError, match="not part of evaluation"):
         services.launch_run(judge=make_judge(project, fake_llm), evaluation=evaluation, rubric_version=other)
     assert JudgeRun.objects.count() == 0 and JudgeCall.objects.count() == 0
+
+
+def test_a_starting_worker_takes_over_only_runs_whose_heartbeat_went_stale(project, fake_llm, no_enqueue):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    version, evaluation = setup_evaluation(project, items=2)
+    judge = make_judge(project, fake_llm)
+    stalled = services.launch_run(judge=judge, evaluation=evaluation, rubric_version=version)
+    alive = services.launch_run(judge=judge, evaluation=evaluation, rubric_version=version)
+    ctx = LaneContext.load(stalled)
+    claim_next_call(ctx)
+    JudgeRun.objects.filter(pk=stalled.pk).update(heartbeat=timezone.now() - timedelta(seconds=90))
+    JudgeRun.objects.filter(pk=alive.pk).update(heartbeat=timezone.now())
+    assert services.recover_stalled_runs(stale_seconds=60) == [stalled.pk]
+    assert not stalled.calls.filter(status=JudgeCall.Status.CLAIMED).exists()
+    assert services.recover_stalled_runs(stale_seconds=60) == []  # taken over once
