@@ -224,7 +224,7 @@ LLM_DEFAULT_BASE_URL = env_url("LLM_DEFAULT_BASE_URL", "https://api.openai.com/v
 LLM_REQUEST_TIMEOUT = env_float("LLM_REQUEST_TIMEOUT", 60.0, minimum=0.1)
 LLM_MAX_ATTEMPTS = env_int("LLM_MAX_ATTEMPTS", 6, minimum=1)
 # A running judge run whose lanes have not reported for this long is taken over by a starting worker.
-JUDGE_STALE_SECONDS = env_int("JUDGE_STALE_SECONDS", 60, minimum=1)
+JUDGE_STALE_SECONDS = env_int("JUDGE_STALE_SECONDS", 180, minimum=1)
 
 LOGGING = {
     "version": 1,
