@@ -13,6 +13,10 @@ def default_base_url() -> str:
     return settings.LLM_DEFAULT_BASE_URL
 
 
+def default_request_timeout() -> float:
+    return settings.LLM_REQUEST_TIMEOUT
+
+
 class Judge(models.Model):
     """An OpenAI-compatible endpoint, model and parameters. The API key is read from the environment
     variable named by `api_key_env` when a call is made; it is never stored."""
@@ -48,7 +52,9 @@ class Judge(models.Model):
     cache_enabled = models.BooleanField(
         "cache", default=True, help_text="Answer identical calls from the cache."
     )
-    request_timeout = models.FloatField(default=60.0, help_text="Seconds before a call counts as timed out.")
+    request_timeout = models.FloatField(
+        default=default_request_timeout, help_text="Seconds before a call counts as timed out."
+    )
     simulated = models.BooleanField(
         default=False, help_text="The endpoint said it is Concord's simulated model."
     )
