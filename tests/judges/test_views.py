@@ -214,3 +214,13 @@ def test_run_page_says_authentication_failed_after_a_wrong_key(researcher_client
         server.stop()
     page = researcher_client.get(reverse("judge_run_detail", args=[project.slug, run.pk])).content.decode()
     assert "authentication failed (401)" in page and "Failed" in page
+
+
+def test_evaluation_page_shows_the_judge_runs_section(researcher_client, project, judge, evaluation_setup):
+    evaluation, version = evaluation_setup
+    run = services.launch_run(judge=judge, evaluation=evaluation, rubric_version=version)
+    page = researcher_client.get(
+        reverse("evaluation_detail", args=[project.slug, evaluation.pk])
+    ).content.decode()
+    assert 'id="evaluation_judge_runs"' in page
+    assert reverse("judge_run_detail", args=[project.slug, run.pk]) in page
