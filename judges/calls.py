@@ -26,7 +26,7 @@ from django.utils import timezone
 from datasets.models import Item
 from evaluations.models import Rating
 from rubrics.models import RubricVersion
-from rubrics.rendering import render_prompt
+from rubrics.rendering import RenderError, render_prompt
 
 from . import client
 from .models import CachedReply, JudgeCall, JudgeRun
@@ -419,7 +419,12 @@ def _claim_portable(run_id: int, status: str, stale_before) -> tuple[int, uuid.U
 def process_call(ctx: LaneContext, call: JudgeCall, token: uuid.UUID) -> str:
     """Do one claimed call; returns "done", "failed", "stopped" or "lost" (someone else finished it)."""
     params = ctx.params
-    prompt = render_prompt(ctx.version, call.item, swapped=call.swapped)
+    try:
+        prompt = render_prompt(ctx.version, call.item, swapped=call.swapped)
+    except RenderError as error:
+        message = f"item {call.item.external_id}: the prompt could not be rendered: {error}"
+        finish_call(ctx, call, token, {"status": JudgeCall.Status.FAILED, "error": message})
+        return "failed"
     request = build_request(params=params, version=ctx.version, prompt=prompt, sample=call.sample)
     key = cache_key(base_url=params["base_url"], request=request)
     reply = cached_reply(key) if params["cache_enabled"] else None

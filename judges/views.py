@@ -55,7 +55,8 @@ def judge_test_connection(request, slug: str, pk: int):
     project = get_project_for(request.user, slug, role=RESEARCHER)
     judge = get_object_or_404(Judge, project=project, pk=pk)
     result = services.test_connection(judge=judge)
-    context = {"project": project, "judge": judge, "result": result, "runs": judge.runs.none()}
+    runs = judge.runs.select_related("evaluation", "rubric_version__rubric")
+    context = {"project": project, "judge": judge, "result": result, "runs": runs}
     template = "judges/judge_detail.html#connection" if request.htmx else "judges/judge_detail.html"
     return render(request, template, context)
 

@@ -273,3 +273,22 @@ def test_a_starting_worker_takes_over_only_runs_whose_heartbeat_went_stale(proje
     assert services.recover_stalled_runs(stale_seconds=60) == [stalled.pk]
     assert not stalled.calls.filter(status=JudgeCall.Status.CLAIMED).exists()
     assert services.recover_stalled_runs(stale_seconds=60) == []  # taken over once
+
+
+def test_an_item_the_prompt_cannot_be_rendered_for_fails_its_call_not_the_run(project, fake_llm):
+    from datasets.models import Item
+
+    version, evaluation = setup_evaluation(project, kind="pairwise", items=3, template=PAIRWISE_TEMPLATE)
+    run = services.launch_run(
+        judge=make_judge(project, fake_llm, position_swap=False),
+        evaluation=evaluation,
+        rubric_version=version,
+    )
+    broken = Item.objects.filter(dataset=evaluation.dataset).order_by("position").first()
+    Item.objects.filter(pk=broken.pk).update(baseline=None)  # changed after launch
+    services.work_lane(run_id=run.pk, lane=0)
+    run.refresh_from_db()
+    failed = run.calls.get(status=JudgeCall.Status.FAILED)
+    assert failed.item_id == broken.pk and "could not be rendered" in failed.error
+    assert Rating.objects.filter(rater=run.rater).count() == 2
+    assert run.status == JudgeRun.Status.FAILED and "1 call(s) failed" in run.error
