@@ -15,7 +15,7 @@ Conventions (also in docs/agreement.md):
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from operator import itemgetter
 from typing import Any
@@ -514,6 +514,7 @@ class Context:
     human_cols: list[int]
     resamples: int
     seed: int
+    plans: dict = field(default_factory=dict)
 
     @property
     def levels(self) -> int:
@@ -650,32 +651,54 @@ def _human_figures(
             agree, pairs = st.w_pair_agreement(counts, w, exclude=ctx.tie)
             out.append(st._divide(agree, pairs))
         elif metric == "cohen_kappa":
-            out.append(
-                _mean_pair_kappa(ctx, codes, w, list(itertools.combinations(range(codes.shape[1]), 2)))
-            )
+            combinations = list(itertools.combinations(range(codes.shape[1]), 2))
+            out.append(_mean_pair_kappa(ctx, codes, w, combinations, anchor=unique))
     return np.stack(out, axis=1)
 
 
 def _mean_pair_kappa(
-    ctx: Context, codes: np.ndarray, w: np.ndarray, pairs: list[tuple[int, int]]
+    ctx: Context, codes: np.ndarray, w: np.ndarray, pairs: list[tuple[int, int]], *, anchor=None
 ) -> np.ndarray:
-    """Mean of Cohen's kappa over pairs of columns, weighted by the (resampled) items each pair shares."""
+    """Mean of Cohen's kappa over pairs of columns, weighted by the (resampled) items each pair shares.
+
+    Each pair only touches the rows it shares, sorted by (x, y) cell once per set of distinct
+    rows (`anchor`, the array the bootstrap passes to every chunk) and reused for every chunk.
+    """
     total = np.zeros(w.shape[0])
     weight = np.zeros(w.shape[0])
-    for a, b in pairs:
-        # Only the rows this pair shares: with many annotators each pair shares a small part.
-        shared = np.nonzero((codes[:, a] >= 0) & (codes[:, b] >= 0))[0]
-        if shared.size == 0:
-            continue
-        ws = w[:, shared]
+    size = ctx.levels * ctx.levels
+    for rows, starts, cells in _pair_plans(ctx, codes, pairs, anchor):
+        sums = np.add.reduceat(w[:, rows], starts, axis=1)
+        confusion = np.zeros((w.shape[0], size))
+        confusion[:, cells] = sums
         kappa = st.kappa_from_confusion(
-            st.w_confusion(codes[shared, a], codes[shared, b], ws, ctx.levels), weights=ctx.kappa_weights
+            confusion.reshape(w.shape[0], ctx.levels, ctx.levels), weights=ctx.kappa_weights
         )
-        items = ws.sum(axis=1)
+        items = sums.sum(axis=1)
         ok = np.isfinite(kappa)
         total += np.where(ok, kappa * items, 0.0)
         weight += np.where(ok, items, 0.0)
     return st._divide(total, weight)
+
+
+def _pair_plans(ctx: Context, codes: np.ndarray, pairs: list[tuple[int, int]], anchor) -> list[tuple]:
+    """Per pair of columns: its shared rows sorted by cell, where each cell starts, and the cell ids."""
+    key = (id(anchor), tuple(pairs)) if anchor is not None else None
+    if key is not None and key in ctx.plans and ctx.plans[key][0] is anchor:
+        return ctx.plans[key][1]
+    plans = []
+    for a, b in pairs:
+        shared = np.nonzero((codes[:, a] >= 0) & (codes[:, b] >= 0))[0]
+        if shared.size == 0:
+            continue
+        cell = codes[shared, a] * ctx.levels + codes[shared, b]
+        order = np.argsort(cell, kind="stable")
+        ordered = cell[order]
+        starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+        plans.append((shared[order], starts, ordered[starts]))
+    if key is not None:
+        ctx.plans[key] = (anchor, plans)
+    return plans
 
 
 def human_pairs(ctx: Context, names: list[str]) -> list[dict]:
@@ -1027,13 +1050,13 @@ def _headline_figures(ctx: Context, unique: np.ndarray, w: np.ndarray, names: li
             w @ agree_nt, w @ no_tie.sum(axis=1).astype(np.float64)
         )
     all_pairs = [(h, k) for h in range(k)]
-    results["each:cohen_kappa"] = _mean_pair_kappa(ctx, codes, w, all_pairs)
+    results["each:cohen_kappa"] = _mean_pair_kappa(ctx, codes, w, all_pairs, anchor=unique)
     # The verdict compares, on items with two or more people, the model against each person with
     # the people against each other.
     wc = w * comparable[None, :]
     human_pairs_ = list(itertools.combinations(range(k), 2))
-    results["verdict:kappa_model"] = _mean_pair_kappa(ctx, codes, wc, all_pairs)
-    results["verdict:kappa_humans"] = _mean_pair_kappa(ctx, codes, wc, human_pairs_)
+    results["verdict:kappa_model"] = _mean_pair_kappa(ctx, codes, wc, all_pairs, anchor=unique)
+    results["verdict:kappa_humans"] = _mean_pair_kappa(ctx, codes, wc, human_pairs_, anchor=unique)
     results["verdict:pa_model"] = st._divide(wc @ agree, wc @ valid.sum(axis=1).astype(np.float64))
     counts = st.category_counts(human_codes, ctx.levels)
     pa_agree, pa_pairs = st.w_pair_agreement(counts, wc)

@@ -564,7 +564,10 @@ def _resample_weights(
     if distinct * 4 < n:
         weights = rng.multinomial(n, counts / n, size=size)
     else:
-        picks = inverse[rng.integers(0, n, size=(size, n))] + (np.arange(size) * distinct)[:, None]
+        picks = (
+            inverse[rng.integers(0, n, size=(size, n), dtype=np.int32)]
+            + (np.arange(size) * distinct)[:, None]
+        )
         weights = np.bincount(picks.ravel(), minlength=size * distinct).reshape(size, distinct)
     return np.asfortranarray(weights, dtype=np.float64)
 
