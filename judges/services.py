@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
+from functools import partial
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
@@ -232,8 +233,7 @@ def recover_stalled_runs(*, stale_seconds: float) -> list[int]:
             JudgeCall.objects.filter(run_id=run.pk, status=JudgeCall.Status.CLAIMED).update(
                 status=JudgeCall.Status.PENDING, claim_token=None
             )
-            run_id = run.pk
-            transaction.on_commit(lambda run_id=run_id: enqueue_lanes(run_id, [0]))
+            transaction.on_commit(partial(enqueue_lanes, run.pk, [0]))
         recovered.append(run.pk)
     return recovered
 
