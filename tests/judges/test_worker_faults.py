@@ -5,6 +5,7 @@ store, so restarting Redis never touches the shared server. One worker serves th
 replaces it. Runs are small (30-60 calls at 20-150 ms) to keep the module well under a minute of work.
 """
 
+import os
 import subprocess
 import time
 
@@ -21,7 +22,8 @@ from tests.workers import start_worker, stop_worker
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
-OWN_REDIS_PORT = 8479
+# One port per pytest-xdist worker (gw0 -> 8479, gw1 -> 8478, ...), all within judges' range 8400-8499.
+OWN_REDIS_PORT = 8479 - int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0) % 20
 OWN_REDIS_URL = f"redis://127.0.0.1:{OWN_REDIS_PORT}/0"
 
 
