@@ -98,7 +98,7 @@ def database_from_env() -> dict:
             f"DATABASE_URL must start with postgres://, postgresql:// or sqlite://, not {raw!r}"
         )
     try:
-        config = dict(dj_database_url.parse(raw, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60)))
+        config: dict = dict(dj_database_url.parse(raw, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60)))
     except Exception as error:  # dj-database-url raises several types for bad URLs
         raise ImproperlyConfigured(f"DATABASE_URL is malformed: {error}") from None
     if config["ENGINE"].endswith("postgresql"):
@@ -232,5 +232,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"httpx": {"level": "WARNING"}, "openai": {"level": "WARNING"}},
+    # The openai client's HTTP layer logs every request at INFO.
+    "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpx2", "httpcore", "openai")},
 }
