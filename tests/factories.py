@@ -22,7 +22,7 @@ PAIRWISE_SCALE = [
 ]
 
 
-def make_user(username: str | None = None, *, password: str = "pw-concord-123", **extra):
+def make_user(username: str | None = None, *, password: str | None = "pw-concord-123", **extra):
     username = username or f"user{next(_counter)}"
     return get_user_model().objects.create_user(username=username, password=password, **extra)
 

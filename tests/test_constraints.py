@@ -15,6 +15,7 @@ def rated(project):
     evaluation = factories.make_evaluation(project, dataset, [version])
     rater = factories.make_rater(project)
     item = dataset.items.first()
+    assert item is not None
     rating = factories.make_rating(evaluation, item, version, rater, "4")
     return rating
 

@@ -77,8 +77,13 @@ def rate_current_item_with_keys(page, *, sentence: str, empathy: str, choice: st
 
 def test_annotator_rates_and_revises_with_the_keyboard_only(browser_page, live_server, annotator):
     page = browser_page
-    dialogs = []
-    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    dialogs: list[str] = []
+
+    def record_and_dismiss(dialog):
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", record_and_dismiss)
     evaluation = make_study(annotator)
     slug = evaluation.project.slug
     log_in(page, live_server, f"/p/{slug}/evaluations/{evaluation.pk}/rate/")

@@ -237,6 +237,7 @@ def test_item_page_shows_the_baseline_beside_the_response(researcher_client, pro
     dataset = import_dataset(
         project=project, name="Pairs", path=write_jsonl(tmp_path / "p.jsonl", [obj])
     ).dataset
+    assert dataset is not None
     item = dataset.items.get()
     content = researcher_client.get(
         reverse("item_detail", args=[project.slug, dataset.pk, item.pk])
@@ -263,6 +264,7 @@ def test_a_dataset_of_another_project_is_not_found(researcher_client, researcher
     dataset = import_dataset(
         project=other, name="Theirs", path=write_jsonl(tmp_path / "t.jsonl", [dialog(0)])
     ).dataset
+    assert dataset is not None
     assert (
         researcher_client.get(reverse("dataset_detail", args=[project.slug, dataset.pk])).status_code == 404
     )

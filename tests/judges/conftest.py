@@ -17,12 +17,6 @@ def fake_llm():
 
 
 @pytest.fixture(autouse=True)
-def fast_password_hasher(settings):
-    """The persona fixtures make three users; the default hasher takes about a second each."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture(autouse=True)
 def judge_key(monkeypatch):
     monkeypatch.setenv(TEST_KEY_ENV, "test-key")
 

@@ -86,7 +86,9 @@ def test_logprob_score_is_weighted_mean_over_scale_tokens_only_renormalised():
         (" the", math.log(0.2)),
         ("3", math.log(0.05)),
     ]
-    score, argmax = logprob_score(alternatives, LIKERT)
+    scored = logprob_score(alternatives, LIKERT)
+    assert scored is not None
+    score, argmax = scored
     assert score == pytest.approx((4 * 0.5 + 5 * 0.25 + 3 * 0.05) / 0.8)
     assert argmax == "4"
 

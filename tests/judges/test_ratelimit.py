@@ -14,6 +14,7 @@ def judge_id(settings):
     judge_id = uuid.uuid4().int % 10**12
     yield judge_id
     connection = redis_connection()
+    assert connection is not None
     connection.delete(f"concord:judge:{judge_id}:rpm", f"concord:judge:{judge_id}:tpm")
 
 

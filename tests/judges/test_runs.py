@@ -168,7 +168,8 @@ def test_unusable_content_is_a_parse_failure_with_raw_text_never_a_score(project
         assert rating.parse_failed and rating.value == ""
         assert rating.details["parse_error"]
     if fault == "refusal":
-        assert "sorry" in Rating.objects.filter(rater=run.rater).first().raw_output
+        refused = Rating.objects.filter(rater=run.rater).first()
+        assert refused is not None and "sorry" in refused.raw_output
     assert services.run_progress(run).parse_failure_rate == 100.0
 
 
@@ -205,7 +206,9 @@ def test_a_stale_claim_cannot_store_a_call_a_second_time(project, fake_llm):
         judge=make_judge(project, fake_llm), evaluation=evaluation, rubric_version=version
     )
     ctx = LaneContext.load(run)
-    call, old_token = claim_next_call(ctx)
+    claimed = claim_next_call(ctx)
+    assert claimed is not None
+    call, old_token = claimed
     services.resume_run(run=run)  # e.g. the worker was presumed dead
     assert services.work_lane(run_id=run.pk, lane=0) == 1
     late = finish_call(ctx, call, old_token, {"status": JudgeCall.Status.DONE, "value": "1"})
@@ -285,6 +288,7 @@ def test_an_item_the_prompt_cannot_be_rendered_for_fails_its_call_not_the_run(pr
         rubric_version=version,
     )
     broken = Item.objects.filter(dataset=evaluation.dataset).order_by("position").first()
+    assert broken is not None
     Item.objects.filter(pk=broken.pk).update(baseline=None)  # changed after launch
     services.work_lane(run_id=run.pk, lane=0)
     run.refresh_from_db()

@@ -55,9 +55,9 @@ def test_new_account_gets_a_one_time_set_password_link(researcher_client, evalua
         headers={"HX-Request": "true"},
     )
     page = response.content.decode()
-    link = re.search(
-        r'<code class="set-password-link">(http://testserver/set-password/[^<]+)</code>', page
-    ).group(1)
+    found = re.search(r'<code class="set-password-link">(http://testserver/set-password/[^<]+)</code>', page)
+    assert found is not None
+    link = found.group(1)
     carla = get_user_model().objects.get(username="carla")
     assert not carla.has_usable_password() and evaluation.annotators.filter(pk=carla.pk).exists()
 
@@ -93,6 +93,7 @@ def test_settings_change_overlap_timeout_and_refuse_bad_numbers(researcher_clien
 
 def test_removing_an_annotator_returns_their_reservation(researcher_client, evaluation, annotator):
     held = services.next_assignment(evaluation=evaluation, user=annotator)
+    assert held is not None
     researcher_client.post(url("annotator_remove", evaluation, annotator.pk))
     held.refresh_from_db()
     assert held.status == "skipped" and not evaluation.annotators.exists()

@@ -116,6 +116,7 @@ def rated_evaluation(project, annotator, researcher):
     factories.make_rating(evaluation, item, likert, imported, "5")
     # The annotator has rated this item too, so their own pages show it.
     assignment = services.next_assignment(evaluation=evaluation, user=annotator)
+    assert assignment is not None
     services.submit_ratings(
         evaluation=evaluation,
         item_id=assignment.item_id,

@@ -18,6 +18,13 @@ from tests.rating.conftest import add_annotators
 pytestmark = pytest.mark.django_db
 
 
+def handed_out(evaluation, user, **kwargs) -> Assignment:
+    """next_assignment where the test expects an item to be handed out."""
+    assignment = services.next_assignment(evaluation=evaluation, user=user, **kwargs)
+    assert assignment is not None
+    return assignment
+
+
 def rate(evaluation, assignment, value="3"):
     answers = {
         version.pk: services.Answer(
@@ -33,18 +40,18 @@ def rate(evaluation, assignment, value="3"):
 
 
 def test_next_item_follows_dataset_order_and_resumes_the_open_reservation(evaluation, annotator):
-    first = services.next_assignment(evaluation=evaluation, user=annotator)
-    again = services.next_assignment(evaluation=evaluation, user=annotator)
+    first = handed_out(evaluation, annotator)
+    again = handed_out(evaluation, annotator)
     assert first.item.position == 0
     assert again.pk == first.pk
     rate(evaluation, first)
-    second = services.next_assignment(evaluation=evaluation, user=annotator)
+    second = handed_out(evaluation, annotator)
     assert second.item.position == 1
 
 
 def test_an_item_never_gets_more_than_overlap_raters(evaluation):
     users = add_annotators(evaluation, 5)
-    handed = [services.next_assignment(evaluation=evaluation, user=user).item_id for user in users]
+    handed = [handed_out(evaluation, user).item_id for user in users]
     assert max(Counter(handed).values()) == 2  # overlap 2, four items
     assert sorted(Counter(handed).values()) == [1, 2, 2]
 
@@ -71,24 +78,24 @@ def test_expired_reservation_returns_to_the_pool(evaluation):
     evaluation.overlap = 1
     evaluation.save()
     first, second = add_annotators(evaluation, 2)
-    held = services.next_assignment(evaluation=evaluation, user=first)
+    held = handed_out(evaluation, first)
     later = timezone.now() + timedelta(minutes=evaluation.reservation_minutes + 1)
-    taken_over = services.next_assignment(evaluation=evaluation, user=second, now=later)
+    taken_over = handed_out(evaluation, second, now=later)
     assert taken_over.item_id == held.item_id
     held.refresh_from_db()
     assert held.status == "expired"
 
 
 def test_coming_back_late_keeps_your_reservation_if_nobody_took_it(evaluation, annotator):
-    held = services.next_assignment(evaluation=evaluation, user=annotator)
+    held = handed_out(evaluation, annotator)
     later = timezone.now() + timedelta(minutes=evaluation.reservation_minutes + 1)
-    again = services.next_assignment(evaluation=evaluation, user=annotator, now=later)
+    again = handed_out(evaluation, annotator, now=later)
     assert again.pk == held.pk and again.status == "reserved"
     assert again.reserved_until > later
 
 
 def test_late_submit_saves_while_the_item_still_has_room(evaluation, annotator):
-    held = services.next_assignment(evaluation=evaluation, user=annotator)
+    held = handed_out(evaluation, annotator)
     later = timezone.now() + timedelta(minutes=evaluation.reservation_minutes + 1)
     assert services.release_expired(evaluation=evaluation, now=later) == 1
     result = rate(evaluation, held)
@@ -112,20 +119,20 @@ def test_skip_frees_the_item_for_others_but_not_for_the_skipper(evaluation, anno
     evaluation.overlap = 1
     evaluation.save()
     (other,) = add_annotators(evaluation, 1)
-    held = services.next_assignment(evaluation=evaluation, user=annotator)
+    held = handed_out(evaluation, annotator)
     services.set_aside(
         evaluation=evaluation, item_id=held.item_id, user=annotator, reason="unclear", flag=False
     )
-    assert services.next_assignment(evaluation=evaluation, user=other).item_id == held.item_id
-    assert services.next_assignment(evaluation=evaluation, user=annotator).item_id != held.item_id
+    assert handed_out(evaluation, other).item_id == held.item_id
+    assert handed_out(evaluation, annotator).item_id != held.item_id
 
 
 def test_people_move_forward_and_pick_up_returned_items_at_the_end(evaluation, annotator):
     evaluation.overlap = 1
     evaluation.save()
     (other,) = add_annotators(evaluation, 1)
-    first = services.next_assignment(evaluation=evaluation, user=other)  # position 0
-    mine = [services.next_assignment(evaluation=evaluation, user=annotator)]  # position 1
+    first = handed_out(evaluation, other)  # position 0
+    mine = [handed_out(evaluation, annotator)]  # position 1
     services.set_aside(evaluation=evaluation, item_id=first.item_id, user=other, reason="later", flag=False)
     rate(evaluation, mine[0])
     while (assignment := services.next_assignment(evaluation=evaluation, user=annotator)) is not None:
@@ -135,7 +142,7 @@ def test_people_move_forward_and_pick_up_returned_items_at_the_end(evaluation, a
 
 
 def test_skip_without_reason_is_refused_and_changes_nothing(evaluation, annotator):
-    held = services.next_assignment(evaluation=evaluation, user=annotator)
+    held = handed_out(evaluation, annotator)
     with pytest.raises(services.RatingRefused, match="reason"):
         services.set_aside(evaluation=evaluation, item_id=held.item_id, user=annotator, reason=" ", flag=True)
     held.refresh_from_db()
@@ -157,8 +164,8 @@ def test_shuffled_order_is_fixed_per_evaluation_and_matches_python(project, data
     assert ranks == {
         item_id: shuffled_rank(evaluation_id=evaluation.pk, item_id=item_id) for item_id in ranks
     }
-    order = [services.next_assignment(evaluation=evaluation, user=annotator)]
-    assert order[0].item_id == min(ranks, key=ranks.get)
+    order = [handed_out(evaluation, annotator)]
+    assert order[0].item_id == min(ranks, key=lambda item_id: ranks[item_id])
 
 
 def test_lowering_overlap_closes_items_and_raising_reopens_them(evaluation, annotator):

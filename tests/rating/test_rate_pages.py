@@ -67,7 +67,8 @@ def test_submit_saves_every_rubric_then_moves_on(annotator_client, evaluation, l
     assert response.status_code == 302 and response.url == url("rate_next", evaluation)
     ratings = {r.rubric_version_id: r for r in Rating.objects.filter(rater__user=annotator)}
     assert ratings[likert.pk].value == "4" and ratings[likert.pk].side_shown == ""
-    assert 11 <= ratings[likert.pk].seconds_spent <= 30
+    seconds_spent = ratings[likert.pk].seconds_spent
+    assert seconds_spent is not None and 11 <= seconds_spent <= 30
     assert ratings[pairwise.pk].side_shown == assignment.left_side
     assignment.refresh_from_db()
     assert assignment.status == "done" and assignment.finished is not None
@@ -213,7 +214,9 @@ def test_missing_csrf_token_is_refused_and_the_form_comes_back_with_a_fresh_toke
     assert "security token was missing or out of date" in page
     assert "typed before the token expired" in page and 'value="4" data-key="4" checked' in page
     assert not Rating.objects.exists()
-    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+    found = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
+    assert found is not None
+    token = found.group(1)
     retry = client.post(
         url("rate_submit", evaluation, assignment.item_id), data | {"csrfmiddlewaretoken": token}
     )
@@ -236,7 +239,7 @@ def test_late_submit_after_others_filled_the_item_says_so_and_keeps_answers(
     (other,) = add_annotators(evaluation, 1)
     later = timezone.now() + timedelta(minutes=evaluation.reservation_minutes + 5)
     taken = services.next_assignment(evaluation=evaluation, user=other, now=later)
-    assert taken.item_id == assignment.item_id
+    assert taken is not None and taken.item_id == assignment.item_id
     response = annotator_client.post(
         url("rate_submit", evaluation, assignment.item_id),
         answers(likert, pairwise, explanation="kept words"),
