@@ -11,7 +11,7 @@ from django.utils.text import slugify
 from django.views.decorators.http import require_GET
 
 from agreement.presentation import present_rubric, report_csv
-from agreement.report import metadata_keys
+from agreement.reading import metadata_keys
 from agreement.services import cached_report
 from datasets.models import Item
 from evaluations.models import Evaluation, Rating

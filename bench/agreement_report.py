@@ -223,7 +223,7 @@ def main() -> None:
             return build_report(evaluation=evaluation, resamples=args.resamples)
 
         read_seconds, rows, report_seconds, report = interleaved(args.repeat, read, report_once)
-        from agreement.report import _read_grouped
+        from agreement.reading import _read_grouped
 
         ratings = Rating.objects.filter(evaluation=evaluation, rubric_version=version)
         grouped_seconds = min(timed(lambda: _read_grouped(ratings))[0] for _ in range(args.repeat))

@@ -1,0 +1,333 @@
+"""Each model rater against the people: each person, the majority or mean, CIs, verdict, disagreements."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from agreement import statistics as st
+from agreement.tables import (
+    Context,
+    category_codes,
+    human_reference,
+    interval,
+    mean_pair_kappa,
+    row_means,
+    two_raters,
+    weighted_mean,
+)
+
+
+def model_report(ctx: Context, col: int) -> dict:
+    cols = ctx.human_cols
+    values = ctx.matrix.values
+    model_ok = np.isfinite(values[:, col])
+    humans_n = np.isfinite(values[:, cols]).sum(axis=1) if cols else np.zeros(values.shape[0])
+    usable = model_ok & (humans_n >= 1)
+    out: dict = {
+        "items": int(usable.sum()),
+        "vs_each_human": vs_each_human(ctx, col, usable),
+        "vs_majority": vs_majority(ctx, col, usable),
+    }
+    out["ci"], out["ci_vs_each_human"], out["verdict"] = headline_intervals(ctx, col, usable, humans_n)
+    out["confusion"] = confusion_matrix(ctx, col, usable)
+    return out
+
+
+def vs_each_human(ctx: Context, col: int, usable: np.ndarray) -> dict:
+    """Pooled percent agreement over (model, person) pairs; other figures per person, weighted by items."""
+    values, codes = ctx.matrix.values, ctx.matrix.codes
+    per_person = []
+    for h in ctx.human_cols:
+        shared = usable & np.isfinite(values[:, h])
+        if shared.any():
+            vc = ctx.matrix.value_codes
+            entry = two_raters(
+                ctx,
+                codes[shared, col],
+                codes[shared, h],
+                values[shared, col],
+                values[shared, h],
+                value_codes=(vc[shared, col], vc[shared, h]),
+            )
+            entry["items"] = int(shared.sum())
+            per_person.append(entry)
+    if not per_person:
+        return {"items": 0, "why": {"all": "no item rated by both the model and a person"}}
+    out: dict = {"items": int(usable.sum()), "why": {}}
+    metrics = [m for m in per_person[0] if m not in ("why", "items")]
+    for metric in metrics:
+        if metric in ("percent_agreement", "agreement_with_ties", "accuracy", "agreement_without_ties"):
+            continue
+        out[metric], why = weighted_mean(per_person, metric)
+        if why:
+            out["why"][metric] = why
+    cm, ch = codes[usable, col], codes[usable][:, ctx.human_cols]
+    valid = ch >= 0
+    pooled = _pooled(cm, ch, valid)
+    out["percent_agreement"] = pooled
+    if ctx.data.kind == "categorical":
+        out["accuracy"] = pooled
+    if ctx.tie is not None:
+        out["agreement_with_ties"] = pooled
+        no_tie = valid & (ch != ctx.tie) & (cm[:, None] != ctx.tie)
+        out["agreement_without_ties"] = _pooled(cm, ch, no_tie)
+        if out["agreement_without_ties"] is None:
+            out["why"]["agreement_without_ties"] = "every comparison includes a tie (SAME)"
+    return out
+
+
+def _pooled(model: np.ndarray, humans: np.ndarray, valid: np.ndarray) -> float | None:
+    pairs = int(valid.sum())
+    return float(((humans == model[:, None]) & valid).sum() / pairs) if pairs else None
+
+
+def vs_majority(ctx: Context, col: int, usable: np.ndarray) -> dict:
+    reference, ref_codes = ctx.reference
+    ok = usable & (ref_codes >= 0)
+    out: dict = {"items": int(ok.sum()), "why": {}}
+    if not ctx.data.is_likert:
+        out["items_without_majority"] = int((usable & (ref_codes < 0)).sum())
+    if not ok.any():
+        out["why"]["all"] = "no item has both a model rating and a human majority"
+        return out
+    values, codes = ctx.matrix.values, ctx.matrix.codes
+    entry = two_raters(
+        ctx,
+        codes[ok, col],
+        ref_codes[ok],
+        values[ok, col],
+        reference[ok],
+        value_codes=(ctx.matrix.value_codes[ok, col], None),
+    )
+    out["why"].update(entry.pop("why"))
+    out.update(entry)
+    return out
+
+
+def confusion_matrix(ctx: Context, col: int, usable: np.ndarray) -> dict:
+    """Counts of (people's majority or rounded mean, model) pairs: rows people, columns model."""
+    _, ref_codes = ctx.reference
+    ok = usable & (ref_codes >= 0)
+    matrix = st.w_confusion(ref_codes[ok], ctx.matrix.codes[ok, col], st._ones(int(ok.sum())), ctx.levels)[0]
+    return {
+        "labels": ctx.data.labels,
+        "rows": "people",
+        "columns": "model",
+        "matrix": matrix.astype(int).tolist(),
+    }
+
+
+def headline_intervals(ctx: Context, col: int, usable: np.ndarray, humans_n: np.ndarray) -> tuple:
+    """Bootstrap CIs of the headline figures, and the verdict.
+
+    Agreement, kappa and the verdict come from one set of resamples (rows: the people's ratings,
+    the model's category, whether two or more people rated); for likert, Spearman, MAE and bias
+    from a second (rows: the model's exact score and the people's mean), so a judge's fractional
+    scores do not multiply the distinct rows of the first.
+    """
+    cols = ctx.human_cols
+    if not usable.any():
+        return {}, {}, _verdict_undefined("the model has no usable rating on an item a person rated")
+    people = ctx.rows(usable, cols)
+    comparable = humans_n[usable] >= 2
+    rows = np.concatenate(
+        [
+            people.reshape(people.shape[0], -1),
+            ctx.matrix.codes[usable, col][:, None],
+            comparable[:, None].astype(np.int64),
+        ],
+        axis=1,
+    )
+    names = _headline_names(ctx)
+    point, ci = st.bootstrap(
+        rows, lambda u, w: _headline_figures(ctx, u, w, names), resamples=ctx.resamples, seed=ctx.seed
+    )
+    intervals = {name: interval(ci, k) for k, name in enumerate(names)}
+    if ctx.data.is_likert:
+        mean_levels, mean_codes = np.unique(ctx.reference[0][usable], return_inverse=True)
+        numeric = np.stack([ctx.matrix.value_codes[usable, col], mean_codes], axis=1)
+        numeric_names = ["maj:spearman", "maj:mae", "maj:bias"]
+        _, numeric_ci = st.bootstrap(
+            numeric,
+            lambda u, w: _numeric_headline(ctx, u, w, mean_levels),
+            resamples=ctx.resamples,
+            seed=ctx.seed,
+        )
+        intervals.update({name: interval(numeric_ci, k) for k, name in enumerate(numeric_names)})
+    verdict = make_verdict(ctx, point, ci, names, int(comparable.sum()))
+    major = {m.split(":", 1)[1]: v for m, v in intervals.items() if m.startswith("maj:") and v}
+    each = {m.split(":", 1)[1]: v for m, v in intervals.items() if m.startswith("each:") and v}
+    return major, each, verdict
+
+
+def _numeric_headline(ctx: Context, unique: np.ndarray, w: np.ndarray, mean_levels: np.ndarray) -> np.ndarray:
+    model_value = ctx.value_levels[unique[:, 0]]
+    mean = mean_levels[unique[:, 1]]
+    difference = model_value - mean
+    return np.stack(
+        [st.w_spearman(model_value, mean, w), st.w_mean(np.abs(difference), w), st.w_mean(difference, w)],
+        axis=1,
+    )
+
+
+def _headline_names(ctx: Context) -> list[str]:
+    names = ["maj:percent_agreement", "maj:cohen_kappa", "each:percent_agreement", "each:cohen_kappa"]
+    if ctx.tie is not None:
+        names += ["each:agreement_with_ties", "each:agreement_without_ties"]
+        names += ["maj:agreement_with_ties", "maj:agreement_without_ties"]
+    verdict = ["kappa_model", "kappa_humans", "kappa_diff", "pa_model", "pa_humans", "pa_diff"]
+    return [*names, *(f"verdict:{name}" for name in verdict)]
+
+
+def _headline_figures(ctx: Context, unique: np.ndarray, w: np.ndarray, names: list[str]) -> np.ndarray:
+    k = len(ctx.human_cols)
+    comparable = unique[:, -1] == 1
+    model_code = unique[:, -2]
+    people = unique[:, :-2].reshape(unique.shape[0], k, 2)
+    human_codes = people[:, :, 0]
+    codes = np.concatenate([human_codes, model_code[:, None]], axis=1)
+    if ctx.data.is_likert:
+        mean = row_means(ctx.numbers(people[:, :, 1]))
+        ref_code = category_codes(mean[:, None], ctx.data)[:, 0]
+    else:
+        _, ref_code = human_reference(
+            ctx, list(range(k)), rows=np.where(human_codes >= 0, human_codes, np.nan)
+        )
+    results = {}
+    ok = ref_code >= 0
+    confusion = st.w_confusion(np.where(ok, model_code, -1), ref_code, w, ctx.levels)
+    results["maj:percent_agreement"] = st._divide(
+        np.trace(confusion, axis1=1, axis2=2), confusion.sum(axis=(1, 2))
+    )
+    results["maj:cohen_kappa"] = st.kappa_from_confusion(confusion, weights=ctx.kappa_weights)
+    if ctx.tie is not None:
+        results["maj:agreement_with_ties"] = results["maj:percent_agreement"]
+        kept = np.delete(np.delete(confusion, ctx.tie, axis=1), ctx.tie, axis=2)
+        results["maj:agreement_without_ties"] = st._divide(
+            np.trace(kept, axis1=1, axis2=2), kept.sum(axis=(1, 2))
+        )
+    valid = human_codes >= 0
+    agree = ((human_codes == model_code[:, None]) & valid).sum(axis=1).astype(np.float64)
+    results["each:percent_agreement"] = st._divide(w @ agree, w @ valid.sum(axis=1).astype(np.float64))
+    if ctx.tie is not None:
+        results["each:agreement_with_ties"] = results["each:percent_agreement"]
+        no_tie = valid & (human_codes != ctx.tie) & (model_code[:, None] != ctx.tie)
+        agree_nt = ((human_codes == model_code[:, None]) & no_tie).sum(axis=1).astype(np.float64)
+        results["each:agreement_without_ties"] = st._divide(
+            w @ agree_nt, w @ no_tie.sum(axis=1).astype(np.float64)
+        )
+    all_pairs = [(h, k) for h in range(k)]
+    results["each:cohen_kappa"] = mean_pair_kappa(ctx, codes, w, all_pairs, anchor=unique)
+    # The verdict compares, on items with two or more people, the model against each person with
+    # the people against each other.
+    wc = w * comparable[None, :]
+    human_pairs_ = list(itertools.combinations(range(k), 2))
+    results["verdict:kappa_model"] = mean_pair_kappa(ctx, codes, wc, all_pairs, anchor=unique)
+    results["verdict:kappa_humans"] = mean_pair_kappa(ctx, codes, wc, human_pairs_, anchor=unique)
+    results["verdict:pa_model"] = st._divide(wc @ agree, wc @ valid.sum(axis=1).astype(np.float64))
+    counts = st.category_counts(human_codes, ctx.levels)
+    pa_agree, pa_pairs = st.w_pair_agreement(counts, wc)
+    results["verdict:pa_humans"] = st._divide(pa_agree, pa_pairs)
+    results["verdict:kappa_diff"] = results["verdict:kappa_model"] - results["verdict:kappa_humans"]
+    results["verdict:pa_diff"] = results["verdict:pa_model"] - results["verdict:pa_humans"]
+    return np.stack([results[name] for name in names], axis=1)
+
+
+def _verdict_undefined(why: str) -> dict:
+    return {"label": "undefined", "text": f"No verdict: {why}.", "why": why}
+
+
+def make_verdict(ctx: Context, point: np.ndarray, ci, names: list[str], items: int) -> dict:
+    """Does the model agree with people at least as well as people agree with each other?"""
+    if items == 0:
+        return _verdict_undefined("no item the model rated has two or more human ratings")
+    index = {name: k for k, name in enumerate(names)}
+    metric, prefix = "cohen_kappa", "verdict:kappa"
+    if not np.isfinite(point[index["verdict:kappa_diff"]]):
+        metric, prefix = "percent_agreement", "verdict:pa"
+    model_key, human_key = f"{prefix}_model", f"{prefix}_humans"
+    model, humans = point[index[model_key]], point[index[human_key]]
+    if not (np.isfinite(model) and np.isfinite(humans)):
+        return _verdict_undefined(f"{st.ALL_IDENTICAL}: neither kappa nor percent agreement is defined")
+    diff_ci = interval(ci, index[f"{prefix}_diff"])
+    verdict = {
+        "metric": metric,
+        "items": items,
+        "model": round(float(model), 6),
+        "model_ci": interval(ci, index[model_key]),
+        "humans": round(float(humans), 6),
+        "humans_ci": interval(ci, index[human_key]),
+        "difference": round(float(model - humans), 6),
+        "difference_ci": diff_ci,
+    }
+    label = "comparable"
+    if diff_ci is not None and diff_ci[0] > 0:
+        label = "better"
+    elif diff_ci is not None and diff_ci[1] < 0:
+        label = "worse"
+    verdict["label"] = label
+    verdict["text"] = verdict_text(verdict)
+    return verdict
+
+
+def verdict_text(v: dict) -> str:
+    name = "Cohen's kappa" if v["metric"] == "cohen_kappa" else "percent agreement"
+    around = {
+        "better": "agrees with people better than people agree with each other",
+        "worse": "agrees with people less than people agree with each other",
+        "comparable": "agrees with people about as well as people agree with each other",
+    }[v["label"]]
+    ci = v["difference_ci"]
+    spread = f" (95% CI {ci[0]:+.3f} to {ci[1]:+.3f})" if ci else ""
+    return (
+        f"It {around}: {name} {v['model']:.3f} against each person vs {v['humans']:.3f} between people "
+        f"on the same {v['items']} items, a difference of {v['difference']:+.3f}{spread}."
+    )
+
+
+def disagreement_list(
+    ctx: Context, col: int, model_name: str, human_names: list[str], limit: int
+) -> list[dict]:
+    """Items where the model is furthest from the people.
+
+    Likert: |model - human mean|; otherwise the share of people whose label the model contradicts.
+    """
+    values, codes = ctx.matrix.values, ctx.matrix.codes
+    cols = ctx.human_cols
+    human_vals = values[:, cols]
+    present = np.isfinite(human_vals)
+    usable = np.isfinite(values[:, col]) & present.any(axis=1)
+    if not usable.any():
+        return []
+    reference, _ = ctx.reference
+    differ = (codes[:, cols] != codes[:, [col]]) & present
+    if ctx.data.is_likert:
+        distance = np.abs(values[:, col] - reference)
+    else:
+        distance = differ.sum(axis=1) / np.maximum(present.sum(axis=1), 1)
+    distance = np.where(usable, distance, -1.0)
+    order = np.lexsort((ctx.matrix.item_ids, -present.sum(axis=1), -distance))
+    chosen = [n for n in order[:limit] if distance[n] > 0]
+    return [
+        {
+            "item_id": int(ctx.matrix.item_ids[n]),
+            "rater": model_name,
+            "value": _label(ctx, values[n, col]),
+            "humans": {
+                human_names[h]: _label(ctx, human_vals[n, h]) for h in range(len(cols)) if present[n, h]
+            },
+            "distance": round(float(distance[n]), 4),
+            "people": int(present[n].sum()),
+            "contradicts": int(differ[n].sum()),
+            "people_mean": round(float(reference[n]), 4) if ctx.data.is_likert else None,
+        }
+        for n in chosen
+    ]
+
+
+def _label(ctx: Context, value: float) -> str:
+    if ctx.data.is_likert:
+        return f"{value:g}"
+    return ctx.data.labels[int(value)]

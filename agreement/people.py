@@ -1,0 +1,136 @@
+"""People with each other: alpha, pooled agreement, mean pairwise kappa, Fleiss, S1/S2, pairs, per person."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from agreement import statistics as st
+from agreement.tables import Context, figure, interval, items_with, mean_pair_kappa, two_raters, weighted_mean
+
+
+def human_human(ctx: Context, names: list[str]) -> dict:
+    cols = ctx.human_cols
+    out: dict = {"raters": len(cols), "items": items_with(ctx.matrix, cols, 2), "why": {}, "ci": {}}
+    metrics = ["krippendorff_alpha", "percent_agreement", "cohen_kappa", "fleiss_kappa"]
+    if ctx.data.kind == "pairwise":
+        metrics += ["agreement_with_ties", "agreement_without_ties"]
+    if ctx.data.is_likert:
+        metrics.append("spearman")
+    if out["items"] == 0:
+        why = "one rater" if len(cols) < 2 else "no item has two human ratings"
+        for metric in metrics:
+            out[metric] = None
+            out["why"][metric] = f"{why}: nothing to compare"
+        out["pairs"] = []
+        return out
+    mask = np.isfinite(ctx.matrix.values[:, cols]).sum(axis=1) >= 2
+    rows = ctx.rows(mask, cols)
+    # Only the values people gave: a judge's fractional scores must not widen the people's table.
+    present = rows[:, :, 1] >= 0
+    used, compact = np.unique(rows[:, :, 1][present], return_inverse=True)
+    rows[:, :, 1][present] = compact
+    levels = ctx.value_levels[used]
+    headline = ["krippendorff_alpha", "percent_agreement", "cohen_kappa"]
+    if ctx.tie is not None:
+        headline += ["agreement_with_ties", "agreement_without_ties"]
+    point, ci = st.bootstrap(
+        rows,
+        lambda u, w: _human_figures(ctx, u, w, headline, levels),
+        resamples=ctx.resamples,
+        seed=ctx.seed,
+    )
+    whys = {
+        "krippendorff_alpha": f"{st.ALL_IDENTICAL}: alpha undefined",
+        "percent_agreement": "no pairs of ratings",
+        "cohen_kappa": f"{st.ALL_IDENTICAL} for every pair of people: kappa undefined",
+        "agreement_with_ties": "no pairs of ratings",
+        "agreement_without_ties": "every pair of ratings includes a tie (SAME)",
+    }
+    for k, metric in enumerate(headline):
+        out[metric], why = figure(point[k], whys[metric])
+        if why:
+            out["why"][metric] = why
+        if interval(ci, k):
+            out["ci"][metric] = interval(ci, k)
+    counts = st.category_counts(ctx.matrix.codes[np.ix_(mask, cols)], ctx.levels)
+    fleiss = st.fleiss_from_counts(counts)
+    out["fleiss_kappa"] = fleiss.value
+    if fleiss.why:
+        out["why"]["fleiss_kappa"] = fleiss.why
+    out["pairs"] = human_pairs(ctx, names)
+    if ctx.data.is_likert:
+        out["spearman"], why = weighted_mean(out["pairs"], "spearman")
+        if why:
+            out["why"]["spearman"] = why
+    return out
+
+
+def _human_figures(
+    ctx: Context, unique: np.ndarray, w: np.ndarray, headline: list[str], levels: np.ndarray
+) -> np.ndarray:
+    codes, value_codes = unique[:, :, 0], unique[:, :, 1]
+    counts = st.category_counts(codes, ctx.levels)
+    out = []
+    for metric in headline:
+        if metric == "krippendorff_alpha":
+            level = "ordinal" if ctx.data.is_likert else "nominal"
+            if ctx.data.is_likert:
+                alpha_counts = st.category_counts(value_codes, levels.shape[0])
+                out.append(st.w_alpha(alpha_counts, w, level=level, values=levels))
+            else:
+                out.append(st.w_alpha(counts, w, level=level))
+        elif metric in ("percent_agreement", "agreement_with_ties"):
+            agree, pairs = st.w_pair_agreement(counts, w)
+            out.append(st._divide(agree, pairs))
+        elif metric == "agreement_without_ties":
+            agree, pairs = st.w_pair_agreement(counts, w, exclude=ctx.tie)
+            out.append(st._divide(agree, pairs))
+        elif metric == "cohen_kappa":
+            combinations = list(itertools.combinations(range(codes.shape[1]), 2))
+            out.append(mean_pair_kappa(ctx, codes, w, combinations, anchor=unique))
+    return np.stack(out, axis=1)
+
+
+def human_pairs(ctx: Context, names: list[str]) -> list[dict]:
+    pairs = []
+    for a, b in itertools.combinations(range(len(ctx.human_cols)), 2):
+        x, y = ctx.matrix.values[:, a], ctx.matrix.values[:, b]
+        shared = np.isfinite(x) & np.isfinite(y)
+        if not shared.any():
+            continue
+        entry = {"a": names[a], "b": names[b], "items": int(shared.sum())}
+        entry.update(
+            two_raters(
+                ctx,
+                ctx.matrix.codes[shared, a],
+                ctx.matrix.codes[shared, b],
+                x[shared],
+                y[shared],
+                value_codes=(ctx.matrix.value_codes[shared, a], ctx.matrix.value_codes[shared, b]),
+            )
+        )
+        pairs.append(entry)
+    return pairs
+
+
+def human_summaries(ctx: Context, names: list[str]) -> list[dict]:
+    """Each person's pooled agreement with the other people on the items they share: weak raters stand out."""
+    codes = ctx.matrix.codes[:, ctx.human_cols]
+    out = []
+    for n, name in enumerate(names):
+        mine = codes[:, n]
+        others = np.delete(codes, n, axis=1)
+        valid = (mine[:, None] >= 0) & (others >= 0)
+        pairs = int(valid.sum())
+        agree = int(((others == mine[:, None]) & valid).sum())
+        out.append(
+            {
+                "rater": name,
+                "rated": int((mine >= 0).sum()),
+                "pairs": pairs,
+                "percent_agreement": agree / pairs if pairs else None,
+            }
+        )
+    return out

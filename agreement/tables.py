@@ -1,0 +1,284 @@
+"""One rubric's ratings as an (items, raters) matrix, and the figures of one rater against another."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from agreement import statistics as st
+from agreement.reading import RubricRatings
+
+PAIRWISE_TIE = "SAME"
+
+
+@dataclass
+class Matrix:
+    """Ratings of one rubric as an (items, raters) matrix: numeric values and category codes."""
+
+    item_ids: np.ndarray
+    rater_ids: list[int]
+    values: np.ndarray  # float, NaN where missing (likert numbers, or category codes)
+    codes: np.ndarray  # int category code (likert: nearest scale point), -1 where missing
+    levels: np.ndarray  # the distinct values, sorted
+    value_codes: np.ndarray  # int index into levels, -1 where missing
+
+
+def to_matrix(data: RubricRatings, rater_ids: list[int]) -> Matrix:
+    usable = np.isfinite(data.values)
+    item_ids, rows = np.unique(data.item_ids[usable], return_inverse=True)
+    order = np.argsort(np.array(rater_ids, dtype=np.int64))
+    ordered = np.array(rater_ids, dtype=np.int64)[order]
+    cols = order[np.searchsorted(ordered, data.rater_ids[usable])]
+    values = np.full((item_ids.shape[0], len(rater_ids)), np.nan)
+    values[rows, cols] = data.values[usable]
+    levels, inverse = np.unique(data.values[usable], return_inverse=True)
+    value_codes = np.full(values.shape, -1, dtype=np.int64)
+    value_codes[rows, cols] = inverse
+    return Matrix(item_ids, rater_ids, values, category_codes(values, data), levels, value_codes)
+
+
+def category_codes(values: np.ndarray, data: RubricRatings) -> np.ndarray:
+    """Category code of each value: the label itself, or for likert the nearest scale point (half up)."""
+    codes = np.full(values.shape, -1, dtype=np.int64)
+    present = np.isfinite(values)
+    if not data.is_likert:
+        codes[present] = values[present].astype(np.int64)
+        return codes
+    points = data.label_values
+    if points.shape[0] == 0:
+        return codes
+    if points.shape[0] == 1:
+        codes[present] = 0
+        return codes
+    v = values[present]
+    upper = np.clip(np.searchsorted(points, v, side="left"), 1, points.shape[0] - 1)
+    # The nearer of the two neighbouring points; exactly half-way goes to the higher one.
+    codes[present] = np.where(v - points[upper - 1] >= points[upper] - v, upper, upper - 1)
+    return codes
+
+
+def items_with(matrix: Matrix, cols: list[int], at_least: int) -> int:
+    return int((np.isfinite(matrix.values[:, cols]).sum(axis=1) >= at_least).sum()) if cols else 0
+
+
+def items_exactly(matrix: Matrix, cols: list[int], count: int) -> int:
+    return int((np.isfinite(matrix.values[:, cols]).sum(axis=1) == count).sum()) if cols else 0
+
+
+def distribution(codes: np.ndarray, levels: int) -> list[int]:
+    """How many ratings fell on each label (likert: nearest scale point)."""
+    flat = codes[codes >= 0]
+    return np.bincount(flat, minlength=levels).astype(int).tolist() if levels else []
+
+
+@dataclass
+class Context:
+    data: RubricRatings
+    matrix: Matrix
+    human_cols: list[int]
+    resamples: int
+    seed: int
+    plans: dict = field(default_factory=dict)
+
+    @property
+    def levels(self) -> int:
+        return len(self.data.labels)
+
+    @property
+    def kappa_weights(self) -> str | None:
+        return "quadratic" if self.data.is_likert else None
+
+    @property
+    def tie(self) -> int | None:
+        if self.data.kind == "pairwise" and PAIRWISE_TIE in self.data.labels:
+            return self.data.labels.index(PAIRWISE_TIE)
+        return None
+
+    def rows(self, mask: np.ndarray, cols: list[int]) -> np.ndarray:
+        """Bootstrap rows: (items, cols, 2) int codes and value codes (-1 missing) for the chosen items."""
+        return encode_rows(self.matrix, mask, cols)
+
+    def numbers(self, value_codes: np.ndarray) -> np.ndarray:
+        return decode_values(value_codes, self.value_levels)
+
+    @cached_property
+    def reference(self) -> tuple[np.ndarray, np.ndarray]:
+        """The people's majority (or mean) on each item and its category code, shared by every model."""
+        return human_reference(self, self.human_cols)
+
+    @cached_property
+    def value_levels(self) -> np.ndarray:
+        return self.matrix.levels
+
+
+def encode_rows(matrix: Matrix, mask: np.ndarray, cols: list[int]) -> np.ndarray:
+    index = np.ix_(mask, cols)
+    return np.stack([matrix.codes[index], matrix.value_codes[index]], axis=2)
+
+
+def decode_values(value_codes: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    out = np.full(value_codes.shape, np.nan)
+    present = value_codes >= 0
+    out[present] = levels[value_codes[present]]
+    return out
+
+
+def figure(value: float, why: str) -> tuple[float | None, str]:
+    stat = st.Stat.of(value, why)
+    return stat.value, stat.why
+
+
+def interval(ci: np.ndarray | None, k: int) -> list[float] | None:
+    if ci is None or not np.all(np.isfinite(ci[k])):
+        return None
+    return [round(float(ci[k][0]), 6), round(float(ci[k][1]), 6)]
+
+
+def mean_pair_kappa(
+    ctx: Context, codes: np.ndarray, w: np.ndarray, pairs: list[tuple[int, int]], *, anchor=None
+) -> np.ndarray:
+    """Mean of Cohen's kappa over pairs of columns, weighted by the (resampled) items each pair shares.
+
+    Each pair only touches the rows it shares, sorted by (x, y) cell once per set of distinct
+    rows (`anchor`, the array the bootstrap passes to every chunk) and reused for every chunk.
+    """
+    total = np.zeros(w.shape[0])
+    weight = np.zeros(w.shape[0])
+    size = ctx.levels * ctx.levels
+    for rows, starts, cells in pair_plans(ctx, codes, pairs, anchor):
+        sums = np.add.reduceat(w[:, rows], starts, axis=1)
+        confusion = np.zeros((w.shape[0], size))
+        confusion[:, cells] = sums
+        kappa = st.kappa_from_confusion(
+            confusion.reshape(w.shape[0], ctx.levels, ctx.levels), weights=ctx.kappa_weights
+        )
+        items = sums.sum(axis=1)
+        ok = np.isfinite(kappa)
+        total += np.where(ok, kappa * items, 0.0)
+        weight += np.where(ok, items, 0.0)
+    return st._divide(total, weight)
+
+
+def pair_plans(ctx: Context, codes: np.ndarray, pairs: list[tuple[int, int]], anchor) -> list[tuple]:
+    """Per pair of columns: its shared rows sorted by cell, where each cell starts, and the cell ids."""
+    key = (id(anchor), tuple(pairs)) if anchor is not None else None
+    if key is not None and key in ctx.plans and ctx.plans[key][0] is anchor:
+        return ctx.plans[key][1]
+    plans = []
+    for a, b in pairs:
+        shared = np.nonzero((codes[:, a] >= 0) & (codes[:, b] >= 0))[0]
+        if shared.size == 0:
+            continue
+        cell = codes[shared, a] * ctx.levels + codes[shared, b]
+        order = np.argsort(cell, kind="stable")
+        ordered = cell[order]
+        starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+        plans.append((shared[order], starts, ordered[starts]))
+    if key is not None:
+        ctx.plans[key] = (anchor, plans)
+    return plans
+
+
+def two_raters(
+    ctx: Context,
+    ca: np.ndarray,
+    cb: np.ndarray,
+    va: np.ndarray,
+    vb: np.ndarray,
+    *,
+    value_codes: tuple[np.ndarray, np.ndarray | None] | None = None,
+) -> dict:
+    """Figures of one rater against another on shared items (codes and numbers, no missing).
+
+    `value_codes` (index of each number in ctx.value_levels; None for a side that is not a
+    rater's own values, such as the people's mean) saves looking the numbers up again.
+    """
+    out: dict = {"why": {}}
+    stats = {
+        "percent_agreement": st.Stat(float((ca == cb).mean()))
+        if ca.shape[0]
+        else st.Stat(None, "no shared items"),
+        "cohen_kappa": kappa_of(ctx, ca, cb),
+    }
+    if ctx.data.is_likert:
+        a_codes, b_codes = value_codes or (None, None)
+        a = (a_codes, ctx.value_levels) if a_codes is not None else level_codes(ctx, va)
+        b = (b_codes, ctx.value_levels) if b_codes is not None else level_codes(ctx, vb)
+        stats.update(st.numeric_figures_from_codes(*a, *b))
+    elif ctx.data.kind == "categorical":
+        f1 = st.f1_from_confusion(st.w_confusion(ca, cb, st._ones(ca.shape[0]), ctx.levels))[0]
+        for n, label in enumerate(ctx.data.labels):
+            stats[f"f1_{label}"] = st.Stat.of(f1[n], f"label {label!r} never given by either: F1 undefined")
+        stats["accuracy"] = stats["percent_agreement"]
+    if ctx.tie is not None:
+        stats["agreement_with_ties"] = stats["percent_agreement"]
+        no_tie = (ca != ctx.tie) & (cb != ctx.tie)
+        stats["agreement_without_ties"] = (
+            st.Stat(float((ca[no_tie] == cb[no_tie]).mean()))
+            if no_tie.any()
+            else st.Stat(None, "every comparison includes a tie (SAME)")
+        )
+    for metric, stat in stats.items():
+        out[metric] = stat.value
+        if stat.why:
+            out["why"][metric] = stat.why
+    return out
+
+
+def level_codes(ctx: Context, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Values as codes into the ratings' distinct values, or into their own when they are not among them."""
+    levels = ctx.value_levels
+    if levels.shape[0]:
+        codes = np.clip(np.searchsorted(levels, values), 0, levels.shape[0] - 1)
+        if np.array_equal(levels[codes], values):
+            return codes, levels
+    own, codes = np.unique(values, return_inverse=True)
+    return codes, own
+
+
+def kappa_of(ctx: Context, ca: np.ndarray, cb: np.ndarray) -> st.Stat:
+    if ca.shape[0] == 0:
+        return st.Stat(None, "no shared items: kappa undefined")
+    confusion = st.w_confusion(ca, cb, st._ones(ca.shape[0]), ctx.levels)
+    return st.Stat.of(
+        st.kappa_from_confusion(confusion, weights=ctx.kappa_weights)[0],
+        f"{st.ALL_IDENTICAL}: kappa undefined",
+    )
+
+
+def weighted_mean(entries: list[dict], metric: str) -> tuple[float | None, str]:
+    pairs = [(e[metric], e["items"]) for e in entries if e.get(metric) is not None]
+    if not pairs:
+        return None, f"{metric} undefined for every pair"
+    values, weights = zip(*pairs, strict=True)
+    return float(np.average(values, weights=weights)), ""
+
+
+def human_reference(
+    ctx: Context, cols: list[int], rows: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per item: the people's majority code (categorical, pairwise) or mean (likert) and its rounded code."""
+    values = ctx.matrix.values[:, cols] if rows is None else rows
+    if ctx.data.is_likert:
+        mean = row_means(values)
+        return mean, category_codes(mean[:, None], ctx.data)[:, 0]
+    codes = (
+        ctx.matrix.codes[:, cols]
+        if rows is None
+        else np.where(np.isfinite(values), values, -1).astype(np.int64)
+    )
+    counts = st.category_counts(codes, ctx.levels)
+    top = counts.max(axis=1) if ctx.levels else np.zeros(codes.shape[0])
+    unique_top = (counts == top[:, None]).sum(axis=1) == 1
+    majority = np.where((top > 0) & unique_top, counts.argmax(axis=1) if ctx.levels else -1, -1)
+    return majority.astype(np.float64), majority
+
+
+def row_means(values: np.ndarray) -> np.ndarray:
+    """Mean of each row's finite values; NaN for a row without any."""
+    present = np.isfinite(values)
+    count = present.sum(axis=1)
+    total = np.where(present, values, 0.0).sum(axis=1)
+    return st._divide(total, count.astype(np.float64))
