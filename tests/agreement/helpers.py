@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
 
 from evaluations.models import Rater, Rating
 from tests import factories
 
 
-def add_ratings(evaluation, version, table: dict[str, list], *, kind: dict[str, str] | None = None) -> dict:
+def add_ratings(evaluation, version, table: Mapping[str, Any], *, kind: dict[str, str] | None = None) -> dict:
     """Ratings from {rater name: [value per item or None]} over the evaluation's items in order.
 
     A value of "!" stores a parse failure. Raters named in `kind` get that kind (default human).
@@ -41,7 +44,7 @@ def add_ratings(evaluation, version, table: dict[str, list], *, kind: dict[str, 
 
 
 def make_rated_evaluation(
-    project, *, kind: str, table: dict[str, list], models=(), scale=None, metadata=None
+    project, *, kind: str, table: Mapping[str, Any], models=(), scale=None, metadata=None
 ):
     """An evaluation of len(items) items with one rubric of `kind` and the ratings in `table`."""
     n = max((len(v) for v in table.values()), default=0)

@@ -180,6 +180,7 @@ def test_bootstrap_is_reproducible_with_a_fixed_seed_and_contains_the_estimate()
     rows = np.random.default_rng(3).integers(0, 5, (2000, 1))
     point, ci = st.bootstrap(rows, _mean_stat, resamples=500, seed=11)
     again = st.bootstrap(rows, _mean_stat, resamples=500, seed=11)[1]
+    assert ci is not None and again is not None
     assert np.array_equal(ci, again)
     assert ci[0][0] < point[0] < ci[0][1]
     assert point[0] == pytest.approx(rows.mean())
@@ -188,6 +189,7 @@ def test_bootstrap_is_reproducible_with_a_fixed_seed_and_contains_the_estimate()
 def test_pattern_bootstrap_has_the_spread_of_resampling_items():
     rows = np.random.default_rng(4).integers(0, 5, (3000, 1))
     _, ci = st.bootstrap(rows, _mean_stat, resamples=2000, seed=1)
+    assert ci is not None
     rng = np.random.default_rng(2)
     naive = np.array([rows[rng.integers(0, 3000, 3000), 0].mean() for _ in range(2000)])
     expected = np.percentile(naive, [2.5, 97.5])

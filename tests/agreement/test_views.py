@@ -123,6 +123,7 @@ def test_the_report_is_cached_until_a_rating_changes(
     assert ReportCache.objects.get(evaluation=evaluation).computed == computed
 
     rating = Rating.objects.filter(evaluation=evaluation, rater__name="judge", parse_failed=False).first()
+    assert rating is not None
     rating.value = "B"
     rating.save()
     report = json.loads(researcher_client.get(_url(evaluation, "agreement_report_json")).content)
