@@ -44,7 +44,6 @@ def point_at_bench_database() -> tuple[str, str]:
 
 def drop_bench_database(admin_url: str) -> None:
     import psycopg
-
     from django.db import connections
 
     connections.close_all()
@@ -66,7 +65,9 @@ def build_study(*, size: int, annotators: int, overlap: int):
     for start in range(0, size, 5000):
         Item.objects.bulk_create(
             Item(
-                dataset=dataset, external_id=f"i-{n}", position=n,
+                dataset=dataset,
+                external_id=f"i-{n}",
+                position=n,
                 context=[{"speaker": "USER", "text": f"Hello, this is dialog {n}. How was your day?"}],
                 response={"speaker": "BOT", "text": f"It was fine, thank you for asking ({n})."},
             )
@@ -80,7 +81,8 @@ def build_study(*, size: int, annotators: int, overlap: int):
     evaluation = Evaluation.objects.create(project=project, dataset=dataset, name="Bench", overlap=overlap)
     evaluation.rubric_versions.set([version])
     users = [
-        get_user_model().objects.create_user(username=f"bench{size}-{n}", password=None) for n in range(annotators)
+        get_user_model().objects.create_user(username=f"bench{size}-{n}", password=None)
+        for n in range(annotators)
     ]
     Membership.objects.bulk_create(Membership(project=project, user=u, role="annotator") for u in users)
     evaluation.annotators.set(users)
@@ -129,7 +131,8 @@ def check_integrity(evaluation, results) -> dict:
     held = Assignment.objects.filter(evaluation=evaluation, status__in=["reserved", "done"])
     claims = dict(held.values_list("item_id").annotate(n=Count("pk")))
     slot_mismatch = sum(
-        1 for item_id, stored in Slot.objects.filter(evaluation=evaluation).values_list("item_id", "claims")
+        1
+        for item_id, stored in Slot.objects.filter(evaluation=evaluation).values_list("item_id", "claims")
         if stored != claims.get(item_id, 0)
     )
     return {
@@ -146,10 +149,17 @@ def run_size(*, size: int, annotators: int, rounds: int, overlap: int) -> dict:
     results: list = []
     barrier = threading.Barrier(annotators)
     threads = [
-        threading.Thread(target=annotate, kwargs={
-            "evaluation": evaluation, "version": version, "user": user, "rounds": rounds,
-            "results": results, "barrier": barrier,
-        })
+        threading.Thread(
+            target=annotate,
+            kwargs={
+                "evaluation": evaluation,
+                "version": version,
+                "user": user,
+                "rounds": rounds,
+                "results": results,
+                "barrier": barrier,
+            },
+        )
         for user in users
     ]
     started = time.perf_counter()
@@ -175,7 +185,9 @@ def run_size(*, size: int, annotators: int, rounds: int, overlap: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--annotators", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--overlap", type=int, default=3)
@@ -198,21 +210,45 @@ def main() -> None:
         run_size(size=50, annotators=args.annotators, rounds=2, overlap=args.overlap)
         for size in (int(s) for s in args.sizes.split(",")):
             print(f"… {size} items, {args.annotators} annotators, {args.rounds} round trips each", flush=True)
-            rows.append(run_size(size=size, annotators=args.annotators, rounds=args.rounds, overlap=args.overlap))
+            rows.append(
+                run_size(size=size, annotators=args.annotators, rounds=args.rounds, overlap=args.overlap)
+            )
     finally:
         if not args.keep:
             drop_bench_database(admin_url)
-    header = ["size", "round_trips", "failed", "median_ms", "p95_ms", "mean_ms", "throughput_per_s",
-              "queries_min", "queries_max", "ratings", "duplicates", "lost", "over_assigned_items",
-              "slot_count_mismatches"]
+    header = [
+        "size",
+        "round_trips",
+        "failed",
+        "median_ms",
+        "p95_ms",
+        "mean_ms",
+        "throughput_per_s",
+        "queries_min",
+        "queries_max",
+        "ratings",
+        "duplicates",
+        "lost",
+        "over_assigned_items",
+        "slot_count_mismatches",
+    ]
     print("\t".join(header))
     for row in rows:
         print("\t".join(f"{row[k]:.1f}" if isinstance(row[k], float) else str(row[k]) for k in header))
     if len(rows) == 2:
         ratio = rows[1]["median_ms"] / rows[0]["median_ms"]
-        print(f"median round trip, {rows[1]['size']} vs {rows[0]['size']} items: {ratio:.2f}x (target <= 1.3x)")
-    bad = [r for r in rows if r["failed"] or r["duplicates"] or r["lost"] or r["over_assigned_items"]
-           or r["slot_count_mismatches"]]
+        print(
+            f"median round trip, {rows[1]['size']} vs {rows[0]['size']} items: {ratio:.2f}x (target <= 1.3x)"
+        )
+    bad = [
+        r
+        for r in rows
+        if r["failed"]
+        or r["duplicates"]
+        or r["lost"]
+        or r["over_assigned_items"]
+        or r["slot_count_mismatches"]
+    ]
     sys.exit(1 if bad else 0)
 
 
