@@ -205,9 +205,9 @@ def metadata_keys(*, evaluation: Evaluation, sample: int = 200) -> list[str]:
 
 
 def rater_directory(evaluation: Evaluation) -> dict[int, dict]:
-    """{rater id: {"name", "kind", "judge_run"}} for the evaluation's project."""
+    """{rater id: {"name", "kind", "judge_run", "simulated"}} for the evaluation's project."""
     raters: dict[int, dict[str, Any]] = {
-        pk: {"name": name, "kind": kind, "judge_run": None}
+        pk: {"name": name, "kind": kind, "judge_run": None, "simulated": False}
         for pk, name, kind in Rater.objects.filter(project_id=evaluation.project_id).values_list(
             "pk", "name", "kind"
         )
@@ -216,9 +216,9 @@ def rater_directory(evaluation: Evaluation) -> dict[int, dict]:
         judge_run = apps.get_model("judges", "JudgeRun")
     except LookupError:
         return raters
-    for rater_id, run_id in judge_run.objects.filter(rater__project_id=evaluation.project_id).values_list(
-        "rater_id", "pk"
-    ):
+    runs = judge_run.objects.filter(rater__project_id=evaluation.project_id)
+    for rater_id, run_id, simulated in runs.values_list("rater_id", "pk", "parameters__simulated"):
         if rater_id in raters:
-            raters[rater_id]["judge_run"] = run_id
+            # A run against Concord's simulated model is labelled so wherever its figures appear.
+            raters[rater_id].update(judge_run=run_id, simulated=bool(simulated))
     return raters

@@ -122,7 +122,7 @@ def _add_unknown_raters(raters: dict[int, dict], data: RubricRatings) -> None:
     """Raters of another project can only appear through odd imports; name them rather than fail."""
     unknown = set(np.unique(data.rater_ids).tolist()) - raters.keys()
     for pk, name, kind in Rater.objects.filter(pk__in=unknown).values_list("pk", "name", "kind"):
-        raters[pk] = {"name": name, "kind": kind, "judge_run": None}
+        raters[pk] = {"name": name, "kind": kind, "judge_run": None, "simulated": False}
 
 
 def finite_only(value):
@@ -207,6 +207,7 @@ def rubric_report(
             "rater": info["name"],
             "kind": "model",
             "judge_run": info["judge_run"],
+            "simulated": info["simulated"],
             "rated": int(np.isfinite(matrix.values[:, col]).sum()),
             "parse_failures": int((data.parse_failed & mine).sum()),
             "invalid": int((data.invalid & mine).sum()),

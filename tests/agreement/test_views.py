@@ -156,3 +156,28 @@ def test_evaluation_section_links_the_report_and_shows_headlines_once_cached(res
     researcher_client.get(_url(evaluation))
     after = template.render(Context({"evaluation": evaluation}))
     assert "people's alpha" in after and "judge:" in after
+
+
+def test_a_judge_run_on_the_simulated_model_is_labelled_as_such(researcher_client, project):
+    from evaluations.models import Rater
+    from judges.models import Judge, JudgeRun
+
+    evaluation, version = make_rated_evaluation(project, kind="pairwise", table=TABLE, models=["judge"])
+    judge = Judge.objects.create(
+        project=project, name="Sim", model="fake-judge-1", base_url="http://127.0.0.1:9/v1"
+    )
+    JudgeRun.objects.create(
+        judge=judge,
+        evaluation=evaluation,
+        rubric_version=version,
+        rater=Rater.objects.get(project=project, name="judge"),
+        parameters=judge.parameters(),
+    )
+    page = researcher_client.get(_url(evaluation)).content.decode()
+    assert "simulated model" in page
+    report = json.loads(researcher_client.get(_url(evaluation, "agreement_report_json")).content)
+    assert [rater["simulated"] for rater in report["rubrics"][0]["raters"]] == [True]
+
+
+def test_imported_model_raters_are_not_labelled_simulated(researcher_client, evaluation):
+    assert "simulated model" not in researcher_client.get(_url(evaluation)).content.decode()
