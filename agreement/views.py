@@ -86,7 +86,7 @@ def agreement_item(request, slug: str, pk: int, item_pk: int):
     item = get_object_or_404(Item, pk=item_pk, dataset_id=evaluation.dataset_id)
     ratings = (
         Rating.objects.filter(evaluation=evaluation, item=item)
-        .select_related("rater", "rubric_version__rubric")
+        .select_related("rater__judge_run", "rubric_version__rubric")
         .order_by("rubric_version__rubric__name", "rubric_version__number", "rater__kind", "rater__name")
     )
     groups: dict[str, list[Rating]] = {}

@@ -181,3 +181,23 @@ def test_a_judge_run_on_the_simulated_model_is_labelled_as_such(researcher_clien
 
 def test_imported_model_raters_are_not_labelled_simulated(researcher_client, evaluation):
     assert "simulated model" not in researcher_client.get(_url(evaluation)).content.decode()
+
+
+def test_item_page_labels_the_simulated_judge(researcher_client, project):
+    from evaluations.models import Rater
+    from judges.models import Judge, JudgeRun
+
+    evaluation, version = make_rated_evaluation(project, kind="pairwise", table=TABLE, models=["judge"])
+    judge = Judge.objects.create(
+        project=project, name="Sim", model="fake-judge-1", base_url="http://127.0.0.1:9/v1"
+    )
+    JudgeRun.objects.create(
+        judge=judge,
+        evaluation=evaluation,
+        rubric_version=version,
+        rater=Rater.objects.get(project=project, name="judge"),
+        parameters=judge.parameters(),
+    )
+    item = evaluation.dataset.items.first()
+    url = reverse("agreement_item", args=[project.slug, evaluation.pk, item.pk])
+    assert "simulated model" in researcher_client.get(url).content.decode()
