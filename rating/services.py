@@ -68,12 +68,16 @@ class AnswerErrors:
 
 
 def ensure_slots(*, evaluation: Evaluation) -> None:
-    """Put every item of the evaluation's dataset in its queue, once, in the evaluation's order."""
-    if Slot.objects.filter(evaluation=evaluation).exists():
+    """Put every item of the evaluation's dataset in its queue, once, in the evaluation's order.
+
+    Items appended to the dataset after rating started join the queue on the next request: the
+    dataset's item count is compared with the queue's length (two index counts, a few ms at 100k).
+    """
+    if _queue_length(evaluation) >= _dataset_size(evaluation):
         return
     with transaction.atomic():
         Evaluation.objects.select_for_update().filter(pk=evaluation.pk).values_list("pk").first()
-        if Slot.objects.filter(evaluation=evaluation).exists():
+        if _queue_length(evaluation) >= _dataset_size(evaluation):
             return
         shuffled = evaluation.order == Evaluation.Order.SHUFFLED
         if connection.vendor == "postgresql":
@@ -82,22 +86,35 @@ def ensure_slots(*, evaluation: Evaluation) -> None:
             _insert_slots_in_python(evaluation=evaluation, shuffled=shuffled)
 
 
+def _queue_length(evaluation: Evaluation) -> int:
+    return Slot.objects.filter(evaluation=evaluation).count()
+
+
+def _dataset_size(evaluation: Evaluation) -> int:
+    return Item.objects.filter(dataset_id=evaluation.dataset_id).count()
+
+
 def _insert_slots_in_sql(*, evaluation: Evaluation, shuffled: bool) -> None:
+    """Slots for the dataset's items that have none yet (all of them, the first time)."""
     rank = (
         "('x' || substr(md5(%s::text || ':' || i.id::text), 1, 15))::bit(60)::bigint"
         if shuffled
         else "i.position"
     )
-    params: list[int] = [evaluation.pk] + ([evaluation.pk] if shuffled else []) + [evaluation.dataset_id]
+    params: list[int] = [evaluation.pk] + ([evaluation.pk] if shuffled else [])
+    params += [evaluation.dataset_id, evaluation.pk]
+    table = Slot._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {Slot._meta.db_table} (evaluation_id, item_id, rank, claims, is_open) "
-            f"SELECT %s, i.id, {rank}, 0, true FROM {Item._meta.db_table} i WHERE i.dataset_id = %s",
+            f"INSERT INTO {table} (evaluation_id, item_id, rank, claims, is_open) "
+            f"SELECT %s, i.id, {rank}, 0, true FROM {Item._meta.db_table} i WHERE i.dataset_id = %s "
+            f"AND NOT EXISTS (SELECT 1 FROM {table} s WHERE s.evaluation_id = %s AND s.item_id = i.id)",
             params,
         )
 
 
 def _insert_slots_in_python(*, evaluation: Evaluation, shuffled: bool) -> None:
+    queued = set(Slot.objects.filter(evaluation=evaluation).values_list("item_id", flat=True))
     items = Item.objects.filter(dataset_id=evaluation.dataset_id).values_list("id", "position")
     Slot.objects.bulk_create(
         (
@@ -107,6 +124,7 @@ def _insert_slots_in_python(*, evaluation: Evaluation, shuffled: bool) -> None:
                 rank=shuffled_rank(evaluation_id=evaluation.pk, item_id=item_id) if shuffled else position,
             )
             for item_id, position in items.iterator(chunk_size=5000)
+            if item_id not in queued
         ),
         batch_size=2000,
     )

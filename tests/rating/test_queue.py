@@ -253,3 +253,20 @@ def test_parallel_requests_never_over_assign(project, likert):
     assert sorted(per_item.values()) == [3, 3, 3, 3, 3]
     assert Rating.objects.filter(evaluation=evaluation).count() == 15
     assert {slot.claims for slot in Slot.objects.filter(evaluation=evaluation)} == {3}
+
+
+def test_items_appended_to_the_dataset_after_rating_started_join_the_queue(project, annotator):
+    from datasets.models import Item
+
+    version = factories.make_rubric(project=project)
+    dataset = factories.make_dataset(project, items=1)
+    evaluation = factories.make_evaluation(project, dataset, [version], overlap=1, annotators=[annotator])
+    first = handed_out(evaluation, annotator)
+    Item.objects.create(
+        dataset=dataset, external_id="late", position=99, response={"speaker": "BOT", "text": "Late."}
+    )
+    services.ensure_slots(evaluation=evaluation)
+    assert set(evaluation.slots.values_list("item_id", flat=True)) == {
+        first.item_id,
+        dataset.items.get(external_id="late").pk,
+    }
