@@ -185,6 +185,8 @@ STATIC_ROOT = VAR_DIR / "staticfiles"
 
 # Uploads above this many bytes are refused before they are read whole.
 CONCORD_MAX_UPLOAD_BYTES = env_int("CONCORD_MAX_UPLOAD_BYTES", 512 * 1024 * 1024, minimum=1)
+# A running upload job with a heartbeat older than this lost its worker: a redelivered message takes it over.
+UPLOAD_STALE_SECONDS = env_int("UPLOAD_STALE_SECONDS", 120, minimum=1)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 10_000
 

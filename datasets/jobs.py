@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 
-from django.db import transaction
+from django.conf import settings
+from django.db import connections, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from .models import UploadJob
@@ -16,12 +22,14 @@ from .uploads import inline_limit
 
 logger = logging.getLogger(__name__)
 PROGRESS_SECONDS = 0.5
+MAPPING_KEPT_FOR = timedelta(days=1)  # a file left at the column-mapping step longer is deleted
 
 
 def create_upload_job(
     *, project, user, name: str, path: Path, filename: str, format: str, options: dict
 ) -> UploadJob:
     """Record an upload; a wide CSV waits for its column mapping, anything else is queued."""
+    drop_abandoned_mappings(project=project)
     job = UploadJob.objects.create(
         project=project,
         created_by=user,
@@ -52,6 +60,24 @@ def refused_result(refused: FileRefused) -> ImportResult:
     return result
 
 
+def drop_abandoned_mappings(*, project) -> int:
+    """Refuse the project's jobs left at the column-mapping step for over a day and delete their files,
+    so abandoned uploads do not fill the disk; how many were dropped."""
+    cutoff = timezone.now() - MAPPING_KEPT_FOR
+    abandoned = UploadJob.objects.filter(project=project, status=UploadJob.Status.MAPPING, created__lt=cutoff)
+    message = "the columns were not mapped within a day, so the stored file was deleted; upload it again"
+    dropped = 0
+    for job in abandoned.only("pk", "path", "report"):
+        report = {**job.report, **refused_result(FileRefused(message)).as_report()}
+        # Conditional, so a mapping submitted at this very moment wins or loses as a whole.
+        if UploadJob.objects.filter(pk=job.pk, status=UploadJob.Status.MAPPING).update(
+            status=UploadJob.Status.FAILED, error_count=1, report=report, finished=timezone.now()
+        ):
+            Path(job.path).unlink(missing_ok=True)
+            dropped += 1
+    return dropped
+
+
 def set_mapping(job: UploadJob, mapping: dict[str, str]) -> None:
     options = dict(job.options, mapping=mapping)
     UploadJob.objects.filter(pk=job.pk, status=UploadJob.Status.MAPPING).update(
@@ -73,13 +99,69 @@ def start_upload_job(job: UploadJob) -> None:
     transaction.on_commit(lambda: import_upload.delay(job.pk))
 
 
-def run_upload_job(*, job_id: int) -> None:
-    """Claim a queued job (once, even if the message is delivered twice), import it, record the outcome."""
-    claimed = UploadJob.objects.filter(pk=job_id, status=UploadJob.Status.QUEUED).update(
-        status=UploadJob.Status.RUNNING
+def claim_upload_job(*, job_id: int, stale_seconds: int) -> bool:
+    """Take a queued job, or a running one whose worker went silent for `stale_seconds` (it died: the
+    import is one transaction, so nothing of it was committed), and start it from the beginning.
+
+    One conditional UPDATE: of two messages for the same job only one wins, and a job whose heartbeat
+    is fresh is never taken from its live worker."""
+    now = timezone.now()
+    cutoff = now - timedelta(seconds=stale_seconds)
+    silent = Q(heartbeat__lt=cutoff) | Q(heartbeat__isnull=True, created__lt=cutoff)
+    claimable = Q(status=UploadJob.Status.QUEUED) | (Q(status=UploadJob.Status.RUNNING) & silent)
+    return bool(
+        UploadJob.objects.filter(claimable, pk=job_id).update(
+            status=UploadJob.Status.RUNNING, heartbeat=now, done_bytes=0, items_imported=0
+        )
     )
-    if not claimed:
-        return
+
+
+def seconds_until_stale(*, job_id: int, stale_seconds: int) -> float | None:
+    """For a job running elsewhere: when its heartbeat goes stale if it stops beating now. None once
+    the job is not running (finished, or never queued), when there is nothing left to watch."""
+    job = (
+        UploadJob.objects.filter(pk=job_id, status=UploadJob.Status.RUNNING)
+        .only("heartbeat", "created")
+        .first()
+    )
+    if job is None:
+        return None
+    last = job.heartbeat or job.created
+    return max(0.0, stale_seconds - (timezone.now() - last).total_seconds())
+
+
+@contextmanager
+def beating(job_id: int, *, every: float) -> Iterator[None]:
+    """Beat the job's heartbeat from a thread while the body runs, so a long phase without progress
+    callbacks (loading the spool in one COPY) does not make a live job look dead."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        try:
+            while not stop.wait(every):
+                UploadJob.objects.filter(pk=job_id, status=UploadJob.Status.RUNNING).update(
+                    heartbeat=timezone.now()
+                )
+        except Exception:
+            logger.exception("heartbeat of upload job %s stopped", job_id)
+        finally:
+            connections.close_all()  # this thread's own connection
+
+    thread = threading.Thread(target=beat, name=f"upload-job-{job_id}-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def run_upload_job(*, job_id: int) -> bool:
+    """Claim a job (once, even if the message is delivered twice; again if its worker died), import it,
+    record the outcome. False when the job was not this call's to run."""
+    stale_seconds = settings.UPLOAD_STALE_SECONDS
+    if not claim_upload_job(job_id=job_id, stale_seconds=stale_seconds):
+        return False
     job = UploadJob.objects.select_related("project", "created_by").get(pk=job_id)
     options = job.options
     last = [0.0]
@@ -88,27 +170,31 @@ def run_upload_job(*, job_id: int) -> None:
         now = time.monotonic()
         if now - last[0] >= PROGRESS_SECONDS:
             last[0] = now
-            UploadJob.objects.filter(pk=job_id).update(done_bytes=done_bytes, items_imported=items)
+            UploadJob.objects.filter(pk=job_id).update(
+                done_bytes=done_bytes, items_imported=items, heartbeat=timezone.now()
+            )
 
     try:
-        result = import_dataset(
-            project=job.project,
-            name=job.name,
-            path=job.path,
-            user=job.created_by,
-            format=job.format,
-            repair_text=bool(options.get("repair_text")),
-            keep_mojibake=bool(options.get("keep_mojibake")),
-            convert_encoding=bool(options.get("convert_encoding")),
-            append=bool(options.get("append")),
-            mapping=options.get("mapping") or None,
-            progress=progress,
-        )
+        with beating(job_id, every=min(5.0, stale_seconds / 4)):
+            result = import_dataset(
+                project=job.project,
+                name=job.name,
+                path=job.path,
+                user=job.created_by,
+                format=job.format,
+                repair_text=bool(options.get("repair_text")),
+                keep_mojibake=bool(options.get("keep_mojibake")),
+                convert_encoding=bool(options.get("convert_encoding")),
+                append=bool(options.get("append")),
+                mapping=options.get("mapping") or None,
+                progress=progress,
+            )
     except Exception:
         logger.exception("upload job %s failed", job_id)
         result = ImportResult()
         result.add_error(FileRefused("the import stopped on an internal error; nothing was imported").error)
     finish_job(job, result)
+    return True
 
 
 def finish_job(job: UploadJob, result: ImportResult) -> None:

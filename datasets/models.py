@@ -1,5 +1,6 @@
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 
 class Dataset(models.Model):
@@ -64,7 +65,10 @@ class UploadJob(models.Model):
     """One browser upload: the stored file, its options, and how its validation and import went.
 
     Small files are imported in the request; large ones by a Celery task that updates `done_bytes`
-    so the page can show a progress bar. The file is deleted once the job has finished.
+    so the page can show a progress bar. The file is deleted once the job has finished. A running job
+    beats `heartbeat` every few seconds; one silent for UPLOAD_STALE_SECONDS lost its worker, and a
+    redelivered message takes it over and imports it again from the start (nothing partial was
+    committed: the import is one transaction).
     """
 
     class Status(models.TextChoices):
@@ -92,12 +96,26 @@ class UploadJob(models.Model):
     )
     created = models.DateTimeField(auto_now_add=True)
     finished = models.DateTimeField(null=True, blank=True)
+    heartbeat = models.DateTimeField(
+        null=True, blank=True, help_text="Last sign of life of the worker importing the job."
+    )
 
     class Meta:
         ordering = ["-created"]
 
     def __str__(self) -> str:
         return f"{self.filename} -> {self.name} ({self.status})"
+
+    @property
+    def stalled_minutes(self) -> int:
+        """Whole minutes without progress of a queued or running job silent for longer than
+        UPLOAD_STALE_SECONDS (at least 1); 0 while it is moving or once it is finished."""
+        if self.status not in {self.Status.QUEUED, self.Status.RUNNING}:
+            return 0
+        silent = (timezone.now() - (self.heartbeat or self.created)).total_seconds()
+        if silent <= settings.UPLOAD_STALE_SECONDS:
+            return 0
+        return max(1, int(silent // 60))
 
     @property
     def is_finished(self) -> bool:
