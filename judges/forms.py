@@ -84,11 +84,14 @@ class JudgeForm(forms.ModelForm):
 
 
 class RunChoiceForm(forms.Form):
-    """Pick the judge and rubric version of a new run on an evaluation."""
+    """Pick the judge and the rubric versions (all of the evaluation's, by default) of new runs."""
 
     judge: forms.ModelChoiceField = forms.ModelChoiceField(queryset=Judge.objects.none())
-    rubric_version: forms.ModelChoiceField = forms.ModelChoiceField(
-        queryset=RubricVersion.objects.none(), label="Rubric version"
+    rubric_versions: forms.ModelMultipleChoiceField = forms.ModelMultipleChoiceField(
+        queryset=RubricVersion.objects.none(),
+        label="Rubric versions",
+        widget=forms.CheckboxSelectMultiple,
+        error_messages={"required": "Pick at least one rubric version."},
     )
 
     def __init__(self, *args, evaluation, **kwargs):
@@ -96,5 +99,11 @@ class RunChoiceForm(forms.Form):
         cast(forms.ModelChoiceField, self.fields["judge"]).queryset = Judge.objects.filter(
             project=evaluation.project
         )
-        versions = evaluation.rubric_versions.select_related("rubric")
-        cast(forms.ModelChoiceField, self.fields["rubric_version"]).queryset = versions
+        versions = evaluation.rubric_versions.select_related("rubric").order_by("rubric__name", "number")
+        field = cast(forms.ModelMultipleChoiceField, self.fields["rubric_versions"])
+        field.queryset = versions
+        field.initial = [version.pk for version in versions]
+
+    def clean_rubric_versions(self) -> list[RubricVersion]:
+        """One run per version, in the order the page lists them."""
+        return list(self.cleaned_data["rubric_versions"])

@@ -152,6 +152,64 @@ def launch_run(
     return run
 
 
+def check_launches(*, judge: Judge, evaluation: Evaluation, rubric_versions: list[RubricVersion]) -> None:
+    """Refuse a launch of several versions as a whole, naming every version that cannot be judged and why."""
+    if not rubric_versions:
+        raise ValidationError("Pick at least one rubric version.")
+    problems: list[str] = []
+    for version in rubric_versions:
+        try:
+            check_launch(judge=judge, evaluation=evaluation, rubric_version=version)
+        except ValidationError as error:
+            problems.extend(message for message in error.messages if message not in problems)
+    if problems:
+        raise ValidationError(problems)
+
+
+def estimate_runs(
+    *, judge: Judge, evaluation: Evaluation, rubric_versions: list[RubricVersion]
+) -> list[tuple[RubricVersion, Estimate]]:
+    """The estimate of each version's run, after checking that every one of them can be launched."""
+    check_launches(judge=judge, evaluation=evaluation, rubric_versions=rubric_versions)
+    estimates: list[tuple[RubricVersion, Estimate]] = []
+    problems: list[str] = []
+    for version in rubric_versions:
+        try:
+            estimates.append(
+                (version, estimate_run(judge=judge, evaluation=evaluation, rubric_version=version))
+            )
+        except ValidationError as error:
+            problems.extend(f"{version}: {message}" for message in error.messages)
+    if problems:
+        raise ValidationError(problems)
+    return estimates
+
+
+def total_estimate(estimates: list[Estimate]) -> Estimate:
+    """The sum of several runs' estimates (items: the most any one run judges)."""
+    return Estimate(
+        items=max((e.items for e in estimates), default=0),
+        calls=sum(e.calls for e in estimates),
+        prompt_tokens=sum(e.prompt_tokens for e in estimates),
+        completion_tokens=sum(e.completion_tokens for e in estimates),
+        cost=sum((e.cost for e in estimates), Decimal(0)),
+        api_key_present=all(e.api_key_present for e in estimates),
+    )
+
+
+def launch_runs(
+    *, judge: Judge, evaluation: Evaluation, rubric_versions: list[RubricVersion], created_by=None
+) -> list[JudgeRun]:
+    """One run (own rater, calls and lanes) per version, all or none: a version that cannot be judged
+    refuses the whole launch."""
+    check_launches(judge=judge, evaluation=evaluation, rubric_versions=rubric_versions)
+    with transaction.atomic():
+        return [
+            launch_run(judge=judge, evaluation=evaluation, rubric_version=version, created_by=created_by)
+            for version in rubric_versions
+        ]
+
+
 def enqueue_lanes(run_id: int, lanes: list[int]) -> None:
     from .tasks import run_judge_lane
 

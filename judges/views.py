@@ -5,6 +5,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from evaluations.models import Evaluation
@@ -68,26 +69,32 @@ def _evaluation(project, pk: int) -> Evaluation:
 @require_http_methods(["GET", "POST"])
 @login_required
 def judge_run_create(request, slug: str, pk: int):
-    """GET: pick judge and rubric version; with both picked, show calls, tokens and cost. POST: launch."""
+    """GET: pick a judge and rubric versions; with a judge picked, show calls, tokens and cost per version
+    and in total. POST: launch one run per version (all or none)."""
     project = get_project_for(request.user, slug, role=RESEARCHER)
     evaluation = _evaluation(project, pk)
     data = request.POST if request.method == "POST" else (request.GET if "judge" in request.GET else None)
     form = RunChoiceForm(data, evaluation=evaluation)
-    context = {"project": project, "evaluation": evaluation, "form": form, "estimate": None}
+    context = {"project": project, "evaluation": evaluation, "form": form, "estimates": None}
     if form.is_bound and form.is_valid():
-        judge, version = form.cleaned_data["judge"], form.cleaned_data["rubric_version"]
+        judge, versions = form.cleaned_data["judge"], form.cleaned_data["rubric_versions"]
         try:
             if request.method == "POST" and request.POST.get("confirm") == "yes":
-                run = services.launch_run(
-                    judge=judge, evaluation=evaluation, rubric_version=version, created_by=request.user
+                runs = services.launch_runs(
+                    judge=judge, evaluation=evaluation, rubric_versions=versions, created_by=request.user
                 )
-                messages.success(request, f"Judge run launched: {run.total_calls} calls queued.")
-                return redirect("judge_run_detail", slug=project.slug, pk=run.pk)
-            services.check_launch(judge=judge, evaluation=evaluation, rubric_version=version)
+                calls = sum(run.total_calls for run in runs)
+                if len(runs) == 1:
+                    messages.success(request, f"Judge run launched: {calls} calls queued.")
+                    return redirect("judge_run_detail", slug=project.slug, pk=runs[0].pk)
+                messages.success(request, f"{len(runs)} judge runs launched: {calls} calls queued.")
+                url = reverse("evaluation_detail", args=[project.slug, evaluation.pk])
+                return redirect(f"{url}#evaluation_judge_runs")
+            estimates = services.estimate_runs(judge=judge, evaluation=evaluation, rubric_versions=versions)
             context.update(
-                estimate=services.estimate_run(judge=judge, evaluation=evaluation, rubric_version=version),
+                estimates=estimates,
+                total=services.total_estimate([estimate for _, estimate in estimates]),
                 judge=judge,
-                version=version,
             )
         except ValidationError as error:
             form.add_error(None, error)

@@ -1,9 +1,11 @@
+import re
+
 import pytest
 from django.template import Context, Template
 from django.urls import reverse
 
 from judges import services
-from judges.models import Judge, JudgeRun
+from judges.models import Judge, JudgeCall, JudgeRun
 from tests import factories
 from tests.judges.conftest import TEST_KEY_ENV, make_judge
 
@@ -128,7 +130,7 @@ def test_run_create_shows_calls_tokens_and_cost_before_launch(
 ):
     evaluation, version = evaluation_setup
     url = reverse("judge_run_create", args=[project.slug, evaluation.pk])
-    page = researcher_client.get(url, {"judge": judge.pk, "rubric_version": version.pk}).content.decode()
+    page = researcher_client.get(url, {"judge": judge.pk, "rubric_versions": version.pk}).content.decode()
     assert "<strong>3</strong> calls" in page and "Estimated cost" in page
     assert not JudgeRun.objects.exists()
 
@@ -140,11 +142,111 @@ def test_confirming_launches_the_run_and_queues_its_first_lane(
     url = reverse("judge_run_create", args=[project.slug, evaluation.pk])
     with django_capture_on_commit_callbacks(execute=True):
         response = researcher_client.post(
-            url, {"judge": judge.pk, "rubric_version": version.pk, "confirm": "yes"}
+            url, {"judge": judge.pk, "rubric_versions": version.pk, "confirm": "yes"}
         )
     run = JudgeRun.objects.get()
     assert response.url == reverse("judge_run_detail", args=[project.slug, run.pk])
     assert run.total_calls == 3 and no_enqueue == [(run.pk, 0)]
+
+
+@pytest.fixture
+def two_version_setup(project):
+    quality = factories.make_rubric(project=project, name="Quality")
+    fluency = factories.make_rubric(project=project, name="Fluency")
+    evaluation = factories.make_evaluation(
+        project, factories.make_dataset(project, items=3), [quality, fluency]
+    )
+    return evaluation, quality, fluency
+
+
+def test_launch_form_offers_every_rubric_version_of_the_evaluation_checked(
+    researcher_client, project, judge, two_version_setup
+):
+    evaluation, quality, fluency = two_version_setup
+    page = researcher_client.get(
+        reverse("judge_run_create", args=[project.slug, evaluation.pk])
+    ).content.decode()
+    for version in (quality, fluency):
+        tag = re.search(f'<input type="checkbox" name="rubric_versions" value="{version.pk}"[^>]*>', page)
+        assert tag is not None and " checked" in tag.group(0)
+
+
+def test_estimate_lists_each_version_and_the_total(researcher_client, project, judge, two_version_setup):
+    evaluation, quality, fluency = two_version_setup
+    url = reverse("judge_run_create", args=[project.slug, evaluation.pk])
+    response = researcher_client.get(
+        url, {"judge": judge.pk, "rubric_versions": [quality.pk, fluency.pk]}, headers={"HX-Request": "true"}
+    )
+    html = response.content.decode()
+    assert 'id="run-estimate"' in html and "<html" not in html
+    estimates = dict(response.context["estimates"])
+    total = response.context["total"]
+    assert set(estimates) == {quality, fluency}
+    assert total.calls == 6 and total.tokens == sum(e.tokens for e in estimates.values())
+    assert total.cost == sum(e.cost for e in estimates.values())
+    assert str(quality) in html and str(fluency) in html
+    assert "<strong>6</strong> calls" in html and "Launch 2 runs: 6 calls" in html
+    assert not JudgeRun.objects.exists()
+
+
+def test_confirming_two_versions_launches_two_runs_and_returns_to_the_evaluation(
+    researcher_client, project, judge, two_version_setup, django_capture_on_commit_callbacks, no_enqueue
+):
+    evaluation, quality, fluency = two_version_setup
+    url = reverse("judge_run_create", args=[project.slug, evaluation.pk])
+    with django_capture_on_commit_callbacks(execute=True):
+        response = researcher_client.post(
+            url, {"judge": judge.pk, "rubric_versions": [quality.pk, fluency.pk], "confirm": "yes"}
+        )
+    runs = list(JudgeRun.objects.order_by("pk"))
+    evaluation_url = reverse("evaluation_detail", args=[project.slug, evaluation.pk])
+    assert response.url == f"{evaluation_url}#evaluation_judge_runs"
+    assert {run.rubric_version for run in runs} == {quality, fluency}
+    assert [run.total_calls for run in runs] == [3, 3]
+    assert len({run.rater_id for run in runs}) == 2
+    assert sorted(no_enqueue) == sorted((run.pk, 0) for run in runs)
+
+
+def test_unchecking_every_version_launches_nothing(researcher_client, project, judge, two_version_setup):
+    evaluation, _, _ = two_version_setup
+    url = reverse("judge_run_create", args=[project.slug, evaluation.pk])
+    response = researcher_client.post(url, {"judge": judge.pk, "confirm": "yes"})
+    assert response.status_code == 200
+    assert "Pick at least one rubric version." in response.content.decode()
+    assert not JudgeRun.objects.exists()
+
+
+def test_a_version_that_cannot_be_judged_refuses_the_whole_launch(
+    researcher_client, project, judge, django_capture_on_commit_callbacks, no_enqueue
+):
+    likert = factories.make_rubric(project=project, name="Quality")
+    pairwise = factories.make_rubric(project=project, name="Preference", kind="pairwise")
+    dataset = factories.make_dataset(project, items=2, baseline=False)
+    evaluation = factories.make_evaluation(project, dataset, [likert, pairwise])
+    url = reverse("judge_run_create", args=[project.slug, evaluation.pk])
+    chosen = {"judge": judge.pk, "rubric_versions": [likert.pk, pairwise.pk]}
+    estimate_page = researcher_client.get(url, chosen).content.decode()
+    assert "needs a baseline" in estimate_page and "Launch" not in estimate_page
+    with django_capture_on_commit_callbacks(execute=True):
+        response = researcher_client.post(url, {**chosen, "confirm": "yes"})
+    assert response.status_code == 200
+    assert f"Pairwise rubric {pairwise} needs a baseline; items without one: d-0, d-1." in (
+        response.content.decode()
+    )
+    assert not JudgeRun.objects.exists() and not JudgeCall.objects.exists() and no_enqueue == []
+
+
+def test_a_version_of_another_evaluation_is_not_a_valid_choice(
+    researcher_client, project, judge, evaluation_setup
+):
+    evaluation, version = evaluation_setup
+    other = factories.make_rubric(project=project, name="Elsewhere")
+    url = reverse("judge_run_create", args=[project.slug, evaluation.pk])
+    response = researcher_client.post(
+        url, {"judge": judge.pk, "rubric_versions": [version.pk, other.pk], "confirm": "yes"}
+    )
+    assert response.status_code == 200 and "Select a valid choice" in response.content.decode()
+    assert not JudgeRun.objects.exists()
 
 
 def test_run_page_polls_progress_while_running_and_stops_when_done(

@@ -1,7 +1,8 @@
-"""`manage.py run_judge --evaluation NAME --rubric NAME[@VERSION] --judge NAME [--project SLUG] [--wait]`."""
+"""`manage.py run_judge --evaluation NAME --rubric NAME[@VERSION] [--rubric ...] --judge NAME [--project SLUG]
+[--wait]`: one run per --rubric, all launched or none."""
 
 import sys
-import time
+from time import sleep
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
@@ -16,15 +17,24 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--evaluation", required=True, help="Evaluation name.")
-        parser.add_argument("--rubric", required=True, help="Rubric name, optionally NAME@VERSION.")
+        parser.add_argument(
+            "--rubric",
+            required=True,
+            action="append",
+            help="Rubric name, optionally NAME@VERSION; repeat for several runs (one per version).",
+        )
         parser.add_argument("--judge", required=True, help="Judge name (in the evaluation's project).")
         parser.add_argument("--project", help="Project slug, when the evaluation name is not unique.")
-        parser.add_argument("--wait", action="store_true", help="Print progress; exit 1 if the run fails.")
+        parser.add_argument("--wait", action="store_true", help="Print progress; exit 1 if any run fails.")
         parser.add_argument("--interval", type=float, default=2.0, help="Seconds between progress lines.")
 
     def handle(self, *args, **options):
         evaluation = self._evaluation(options["evaluation"], options["project"])
-        version = self._version(evaluation, options["rubric"])
+        versions = []
+        for spec in options["rubric"]:
+            version = self._version(evaluation, spec)
+            if version not in versions:
+                versions.append(version)
         judge = Judge.objects.filter(project=evaluation.project, name=options["judge"]).first()
         if judge is None:
             names = ", ".join(Judge.objects.filter(project=evaluation.project).values_list("name", flat=True))
@@ -33,17 +43,24 @@ class Command(BaseCommand):
                 f"(judges: {names or 'none'})."
             )
         try:
-            estimate = services.estimate_run(judge=judge, evaluation=evaluation, rubric_version=version)
-            run = services.launch_run(judge=judge, evaluation=evaluation, rubric_version=version)
+            estimates = services.estimate_runs(judge=judge, evaluation=evaluation, rubric_versions=versions)
+            runs = services.launch_runs(judge=judge, evaluation=evaluation, rubric_versions=versions)
         except ValidationError as error:
             raise CommandError("; ".join(error.messages)) from None
         simulated = " (simulated model)" if judge.is_simulated else ""
-        self.stdout.write(
-            f"Run {run.pk}: {judge.name}{simulated} on {evaluation.name} / {version}: "
-            f"{estimate.calls} calls, about {estimate.tokens} tokens, estimated cost {estimate.cost}"
-        )
+        for run, (version, estimate) in zip(runs, estimates, strict=True):
+            self.stdout.write(
+                f"Run {run.pk}: {judge.name}{simulated} on {evaluation.name} / {version}: "
+                f"{estimate.calls} calls, about {estimate.tokens} tokens, estimated cost {estimate.cost}"
+            )
+        if len(runs) > 1:
+            total = services.total_estimate([estimate for _, estimate in estimates])
+            self.stdout.write(
+                f"Total: {len(runs)} runs, {total.calls} calls, about {total.tokens} tokens, "
+                f"estimated cost {total.cost}"
+            )
         if options["wait"]:
-            self._follow(run, options["interval"])
+            self._follow(runs, options["interval"])
 
     def _evaluation(self, name: str, slug: str | None) -> Evaluation:
         evaluations = Evaluation.objects.filter(name=name).select_related("project", "dataset")
@@ -69,19 +86,25 @@ class Command(BaseCommand):
             raise CommandError(f"Evaluation {evaluation.name} has no rubric {spec!r} (it has: {available}).")
         return version
 
-    def _follow(self, run: JudgeRun, interval: float) -> None:
+    def _follow(self, runs: list[JudgeRun], interval: float) -> None:
+        """Print each run's progress until none is active; exit 1 if any did not finish done."""
+        several = len(runs) > 1
         while True:
-            run.refresh_from_db()
-            progress = services.run_progress(run)
-            self.stdout.write(
-                f"{run.status}: {progress.done}/{progress.total} done, {progress.failed} failed, "
-                f"{progress.cached} cached, {progress.parse_failures} parse failures, "
-                f"{progress.prompt_tokens + progress.completion_tokens} tokens, cost {progress.cost}, "
-                f"{progress.calls_per_minute} calls/min"
-            )
-            if not run.is_active:
+            for run in runs:
+                run.refresh_from_db()
+                progress = services.run_progress(run)
+                prefix = f"Run {run.pk} " if several else ""
+                self.stdout.write(
+                    f"{prefix}{run.status}: {progress.done}/{progress.total} done, {progress.failed} failed, "
+                    f"{progress.cached} cached, {progress.parse_failures} parse failures, "
+                    f"{progress.prompt_tokens + progress.completion_tokens} tokens, cost {progress.cost}, "
+                    f"{progress.calls_per_minute} calls/min"
+                )
+            if not any(run.is_active for run in runs):
                 break
-            time.sleep(interval)
-        if run.status != JudgeRun.Status.DONE:
+            sleep(interval)
+        failed = [run for run in runs if run.status != JudgeRun.Status.DONE]
+        for run in failed:
             self.stderr.write(f"Run {run.pk} {run.status}: {run.error}")
+        if failed:
             sys.exit(1)
