@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET
 
 from agreement.presentation import present_rubric, report_csv
 from agreement.reading import metadata_keys
-from agreement.services import cached_report
+from agreement.services import cached_report, report_for_page
 from datasets.models import Item
 from evaluations.models import Evaluation, Rating
 from projects.access import RESEARCHER, get_project_for
@@ -35,14 +35,16 @@ def _where(request) -> dict[str, str]:
 def agreement_report(request, slug: str, pk: int):
     evaluation = _evaluation(request, slug, pk)
     where = _where(request)
-    report, entry = cached_report(evaluation=evaluation, where=where)
+    page = report_for_page(evaluation=evaluation, where=where)
+    report = page.payload
     query = request.GET.urlencode()
     context = {
         "project": evaluation.project,
         "evaluation": evaluation,
+        "page": page,
         "report": report,
-        "rubrics": [present_rubric(block) for block in report["rubrics"]],
-        "cache": entry,
+        "rubrics": [present_rubric(block) for block in report["rubrics"]] if report else [],
+        "cache": page.entry,
         "where": where,
         "keys": metadata_keys(evaluation=evaluation),
         "query": f"?{query}" if query else "",

@@ -1,0 +1,13 @@
+"""Thin Celery task: ids and parameters in, one service call. acks_late comes from settings."""
+
+from celery import shared_task
+
+from agreement import services
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def compute_agreement_report(evaluation_id: int, where: dict[str, str], resamples: int) -> bool:
+    """Compute and cache one agreement report for the page; a redelivered message finds it current."""
+    return services.compute_report_in_background(
+        evaluation_id=evaluation_id, where=where, resamples=resamples
+    )
