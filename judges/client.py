@@ -14,9 +14,10 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import openai
+if TYPE_CHECKING:
+    import openai
 
 # The openai package's HTTP layer logs every request at INFO; one line per judge call is noise.
 logging.getLogger("httpx2").setLevel(logging.WARNING)
@@ -85,6 +86,8 @@ def api_key_from_env(variable: str) -> str:
 
 def get_client(*, base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
     """One client (and connection pool) per endpoint, key and timeout, shared by a worker's threads."""
+    import openai  # imported on first use: it costs about a second at every process start
+
     cache_key = (base_url, api_key, timeout)
     with _clients_lock:
         client = _clients.get(cache_key)
@@ -96,6 +99,8 @@ def get_client(*, base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
 
 def chat(*, base_url: str, api_key_env: str, timeout: float, request: dict) -> Reply:
     """Send one chat completion request (`request` holds model, messages and parameters)."""
+    import openai  # imported on first use: it costs about a second at every process start
+
     client = get_client(base_url=base_url, api_key=api_key_from_env(api_key_env), timeout=timeout)
     started = time.monotonic()
     try:
@@ -195,6 +200,8 @@ def _retry_after(error: openai.APIStatusError) -> float | None:
 
 def list_models(*, base_url: str, api_key_env: str, timeout: float = 10.0) -> list[dict]:
     """The endpoint's models as [{"id", "owned_by"}]."""
+    import openai  # imported on first use: it costs about a second at every process start
+
     client = get_client(base_url=base_url, api_key=api_key_from_env(api_key_env), timeout=timeout)
     try:
         page = client.models.list()
