@@ -164,8 +164,6 @@ def request_background_report(
 ) -> bool:
     """Claim the report's row and enqueue its task after commit; False (nothing enqueued) when a task
     already holds an unexpired claim."""
-    from agreement.tasks import compute_agreement_report
-
     parameters = report_parameters(where=where, resamples=resamples)
     key = parameters_key(parameters)
     ReportCache.objects.get_or_create(evaluation=evaluation, key=key, defaults={"parameters": parameters})
@@ -178,9 +176,23 @@ def request_background_report(
     )
     if claimed:
         transaction.on_commit(
-            partial(compute_agreement_report.delay, evaluation.pk, dict(where or {}), resamples)
+            partial(_enqueue, evaluation_id=evaluation.pk, where=dict(where or {}), resamples=resamples)
         )
     return bool(claimed)
+
+
+def _enqueue(*, evaluation_id: int, where: dict[str, str], resamples: int) -> None:
+    """Send the task; if the broker refuses, release the claim so the next page view tries again."""
+    from agreement.tasks import compute_agreement_report
+
+    try:
+        compute_agreement_report.delay(evaluation_id, where, resamples)
+    except Exception:
+        key = parameters_key(report_parameters(where=where, resamples=resamples))
+        ReportCache.objects.filter(evaluation_id=evaluation_id, key=key).update(
+            computing="", computing_since=None
+        )
+        raise
 
 
 def compute_report_in_background(*, evaluation_id: int, where: dict[str, str], resamples: int) -> bool:

@@ -188,3 +188,15 @@ def test_a_real_worker_computes_the_report_the_page_asked_for(
             break
         time.sleep(0.2)
     assert FIGURE in researcher_client.get(_url(evaluation)).content.decode()
+
+
+def test_when_the_broker_refuses_the_claim_is_released_for_the_next_view(
+    researcher_client, evaluation, large, monkeypatch, django_capture_on_commit_callbacks
+):
+    def refused(*_args):
+        raise ConnectionError("broker down")
+
+    monkeypatch.setattr(compute_agreement_report, "delay", refused)
+    with pytest.raises(ConnectionError), django_capture_on_commit_callbacks(execute=True):
+        researcher_client.get(_url(evaluation))
+    assert ReportCache.objects.get(evaluation=evaluation).computing == ""
