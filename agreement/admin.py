@@ -5,5 +5,5 @@ from .models import ReportCache
 
 @admin.register(ReportCache)
 class ReportCacheAdmin(admin.ModelAdmin):
-    list_display = ["evaluation", "key", "fingerprint", "seconds", "computed"]
+    list_display = ["evaluation", "key", "fingerprint", "seconds", "computed", "computing", "failed"]
     raw_id_fields = ["evaluation"]
