@@ -237,3 +237,8 @@ LOGGING = {
     # The openai client's HTTP layer logs every request at INFO.
     "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpx2", "httpcore", "openai")},
 }
+
+# Agreement reports of evaluations with more ratings than this are computed by a Celery task while the
+# page shows progress; smaller ones are computed in the request. A task's claim lapses after CLAIM_SECONDS.
+AGREEMENT_INLINE_MAX_RATINGS = env_int("AGREEMENT_INLINE_MAX_RATINGS", 20_000, minimum=0)
+AGREEMENT_CLAIM_SECONDS = env_int("AGREEMENT_CLAIM_SECONDS", 900, minimum=1)
