@@ -1,14 +1,17 @@
 import json
+import os
+import signal
 import time
+from pathlib import Path
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 
-from datasets.models import UploadJob
+from datasets.models import Dataset, Item, UploadJob
 
-from .helpers import dialog
+from .helpers import dialog, write_jsonl
 
 
 @pytest.mark.worker
@@ -37,3 +40,51 @@ def test_large_upload_is_imported_by_a_real_worker_with_progress(
     assert not list(tmp_path.iterdir())
     page = client.get(response["Location"], headers={"HX-Request": "true"}).content.decode()
     assert "3,000 items imported" in page and "hx-trigger" not in page  # polling stops when done
+
+
+def pool_children(pid: int) -> list[int]:
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_upload_whose_worker_process_is_killed_mid_import_is_taken_over_and_imported_once(
+    researcher, project, settings, tmp_path, monkeypatch
+):
+    from datasets.jobs import create_upload_job
+    from datasets.tasks import import_upload
+    from tests.workers import purge_broker, start_worker, stop_worker
+
+    monkeypatch.setenv("UPLOAD_STALE_SECONDS", "2")  # the worker's: a job silent for 2 s lost its worker
+    settings.UPLOAD_STALE_SECONDS = 2
+    path = write_jsonl(tmp_path / "big.jsonl", [dialog(n) for n in range(30_000)])
+    job = create_upload_job(
+        project=project,
+        user=researcher,
+        name="Killed",
+        path=path,
+        filename="big.jsonl",
+        format="auto",
+        options={},
+    )
+    purge_broker()
+    worker = start_worker(pool="prefork", concurrency=1)
+    try:
+        [child] = pool_children(worker.pid)
+        import_upload.delay(job.pk)
+        deadline = time.monotonic() + 20
+        while not (job.status == "running" and job.items_imported) and time.monotonic() < deadline:
+            time.sleep(0.05)
+            job.refresh_from_db()
+        assert job.status == "running" and job.items_imported, "the import never showed progress"
+        os.kill(child, signal.SIGKILL)  # reject_on_worker_lost puts the message back at once
+        assert Item.objects.count() == 0  # the import is one transaction: nothing partial
+        deadline = time.monotonic() + 30
+        while job.status not in {"done", "failed"} and time.monotonic() < deadline:
+            time.sleep(0.2)
+            job.refresh_from_db()
+    finally:
+        stop_worker(worker)
+    assert job.status == "done", job.report
+    assert job.items_imported == 30_000 and Item.objects.count() == 30_000
+    assert Dataset.objects.get().item_count == 30_000 and not path.exists()
