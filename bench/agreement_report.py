@@ -22,45 +22,19 @@ annotators, 3 per item: 190 pairs of people).
 import argparse
 import io
 import json
-import os
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlparse, urlunparse
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchdb import database_urls, run_on_admin, setup_django  # noqa: E402
+
 BENCH_DB = "concord_bench_agreement"
 HUMANS = ["ann", "bob", "cy"]
 MODELS = ["judge-a", "judge-b"]
-
-
-def database_urls() -> tuple[str, str]:
-    base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
-    parsed = urlparse(base)
-    if parsed.scheme not in {"postgres", "postgresql"}:
-        raise SystemExit("This benchmark needs PostgreSQL: set DATABASE_URL=postgres://...")
-    return urlunparse(parsed._replace(path="/postgres")), urlunparse(parsed._replace(path=f"/{BENCH_DB}"))
-
-
-def run_admin(admin_url: str, sql: str) -> None:
-    import psycopg
-
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        admin.execute(sql)
-
-
-def setup_django(bench_url: str) -> None:
-    os.environ["DATABASE_URL"] = bench_url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
 
 
 def copy_rows(model, rows: dict[str, list]) -> None:
@@ -197,9 +171,9 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="Print a profile of one report run.")
     args = parser.parse_args()
 
-    admin_url, bench_url = database_urls()
-    run_admin(admin_url, f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-    run_admin(admin_url, f"CREATE DATABASE {BENCH_DB}")
+    admin_url, bench_url = database_urls(BENCH_DB)
+    run_on_admin(admin_url, f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+    run_on_admin(admin_url, f"CREATE DATABASE {BENCH_DB}")
     try:
         setup_django(bench_url)
         started = time.perf_counter()
@@ -254,7 +228,7 @@ def main() -> None:
             from django.db import connections
 
             connections.close_all()
-            run_admin(admin_url, f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+            run_on_admin(admin_url, f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
 
 
 if __name__ == "__main__":

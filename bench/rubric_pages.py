@@ -18,42 +18,16 @@ Options: --items 100000 --keep (keep the database).
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlparse, urlunparse
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchdb import database_urls, run_on_admin, setup_django  # noqa: E402
+
 BENCH_DB = "concord_bench_rubrics"
-
-
-def database_urls() -> tuple[str, str]:
-    base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
-    parsed = urlparse(base)
-    if parsed.scheme not in {"postgres", "postgresql"}:
-        raise SystemExit("This benchmark needs PostgreSQL: set DATABASE_URL=postgres://...")
-    return urlunparse(parsed._replace(path="/postgres")), urlunparse(parsed._replace(path=f"/{BENCH_DB}"))
-
-
-def run_on_admin(admin_url: str, statement: str) -> None:
-    import psycopg
-
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        admin.execute(statement)
-
-
-def setup_django(bench_url: str) -> None:
-    os.environ["DATABASE_URL"] = bench_url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
 
 
 def make_data(items: int):
@@ -158,7 +132,7 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
-    admin_url, bench_url = database_urls()
+    admin_url, bench_url = database_urls(BENCH_DB)
     run_on_admin(admin_url, f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
     run_on_admin(admin_url, f"CREATE DATABASE {BENCH_DB}")
     try:

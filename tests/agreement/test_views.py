@@ -158,7 +158,9 @@ def test_evaluation_section_links_the_report_and_shows_headlines_once_cached(res
     assert "people's alpha" in after and "judge:" in after
 
 
-def test_a_judge_run_on_the_simulated_model_is_labelled_as_such(researcher_client, project):
+@pytest.fixture
+def simulated_run_evaluation(project):
+    """An evaluation whose model rater is a judge run on Concord's simulated model."""
     from evaluations.models import Rater
     from judges.models import Judge, JudgeRun
 
@@ -173,9 +175,15 @@ def test_a_judge_run_on_the_simulated_model_is_labelled_as_such(researcher_clien
         rater=Rater.objects.get(project=project, name="judge"),
         parameters=judge.parameters(),
     )
-    page = researcher_client.get(_url(evaluation)).content.decode()
+    return evaluation
+
+
+def test_a_judge_run_on_the_simulated_model_is_labelled_as_such(researcher_client, simulated_run_evaluation):
+    page = researcher_client.get(_url(simulated_run_evaluation)).content.decode()
     assert "simulated model" in page
-    report = json.loads(researcher_client.get(_url(evaluation, "agreement_report_json")).content)
+    report = json.loads(
+        researcher_client.get(_url(simulated_run_evaluation, "agreement_report_json")).content
+    )
     assert [rater["simulated"] for rater in report["rubrics"][0]["raters"]] == [True]
 
 
@@ -183,21 +191,7 @@ def test_imported_model_raters_are_not_labelled_simulated(researcher_client, eva
     assert "simulated model" not in researcher_client.get(_url(evaluation)).content.decode()
 
 
-def test_item_page_labels_the_simulated_judge(researcher_client, project):
-    from evaluations.models import Rater
-    from judges.models import Judge, JudgeRun
-
-    evaluation, version = make_rated_evaluation(project, kind="pairwise", table=TABLE, models=["judge"])
-    judge = Judge.objects.create(
-        project=project, name="Sim", model="fake-judge-1", base_url="http://127.0.0.1:9/v1"
-    )
-    JudgeRun.objects.create(
-        judge=judge,
-        evaluation=evaluation,
-        rubric_version=version,
-        rater=Rater.objects.get(project=project, name="judge"),
-        parameters=judge.parameters(),
-    )
-    item = evaluation.dataset.items.first()
-    url = reverse("agreement_item", args=[project.slug, evaluation.pk, item.pk])
+def test_item_page_labels_the_simulated_judge(researcher_client, project, simulated_run_evaluation):
+    item = simulated_run_evaluation.dataset.items.first()
+    url = reverse("agreement_item", args=[project.slug, simulated_run_evaluation.pk, item.pk])
     assert "simulated model" in researcher_client.get(url).content.decode()
