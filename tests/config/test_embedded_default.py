@@ -127,6 +127,11 @@ def test_embedded_default_runs_a_judge_through_a_real_worker_and_serves_pages(em
         "WHERE rr.kind = 'model'"
     ).fetchone()
     (items,) = database.execute("SELECT count(*) FROM datasets_item").fetchone()
+    (human_ratings,) = database.execute(
+        "SELECT count(*) FROM evaluations_rating r JOIN evaluations_rater rr ON rr.id = r.rater_id "
+        "WHERE rr.kind = 'human'"
+    ).fetchone()
     assert journal_mode == "wal"
+    assert human_ratings == 2 * 4 * items  # the two demo raters on the four built-in rubrics
     assert items == 12
     assert model_ratings == items

@@ -13,8 +13,13 @@ from django.db import transaction
 from projects.models import Membership, Project
 
 DEMO_DATASET = Path(__file__).resolve().parents[2] / "demo" / "dataset.jsonl"
+# Two example raters written for the demo, so its agreement report has people to compare with.
+DEMO_RATINGS = Path(__file__).resolve().parents[2] / "demo" / "ratings.csv"
 DEMO_PASSWORD = "concord-demo"
-DEMO_DESCRIPTION = "Twelve short dialogs written for Concord, rated with the four built-in rubrics."
+DEMO_DESCRIPTION = (
+    "Twelve short dialogs written for Concord, with example ratings by two demo raters on the four built-in"
+    " rubrics. Rate them yourself, or run the simulated judge and open the agreement report."
+)
 DEMO_USERS = {"researcher": Membership.Role.RESEARCHER, "annotator": Membership.Role.ANNOTATOR}
 
 
@@ -81,6 +86,10 @@ class Command(BaseCommand):
                 created_by=users["researcher"],
             )
         evaluation.annotators.add(users["annotator"], users["researcher"])
+        if not evaluation.ratings.filter(rater__name="demo-rater-1").exists():
+            from evaluations.ratings_import import import_ratings
+
+            import_ratings(evaluation=evaluation, path=DEMO_RATINGS)
         return evaluation
 
     def ensure_judge(self, project: Project, evaluation) -> None:
