@@ -5,8 +5,7 @@ import sys
 from django.core.management.base import BaseCommand
 
 from evaluations.exports import LAYOUTS, stream
-
-from ._lookup import find_evaluation
+from evaluations.management.lookup import find_evaluation
 
 
 class Command(BaseCommand):

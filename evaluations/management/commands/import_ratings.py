@@ -2,9 +2,8 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
+from evaluations.management.lookup import find_evaluation
 from evaluations.ratings_import import RatingsImportError, import_ratings
-
-from ._lookup import find_evaluation
 
 
 class Command(BaseCommand):

@@ -7,6 +7,7 @@ from time import sleep
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from evaluations.management.lookup import find_evaluation
 from evaluations.models import Evaluation
 from judges import services
 from judges.models import Judge, JudgeRun
@@ -29,7 +30,7 @@ class Command(BaseCommand):
         parser.add_argument("--interval", type=float, default=2.0, help="Seconds between progress lines.")
 
     def handle(self, *args, **options):
-        evaluation = self._evaluation(options["evaluation"], options["project"])
+        evaluation = find_evaluation(options["evaluation"], options["project"])
         versions = []
         for spec in options["rubric"]:
             version = self._version(evaluation, spec)
@@ -61,17 +62,6 @@ class Command(BaseCommand):
             )
         if options["wait"]:
             self._follow(runs, options["interval"])
-
-    def _evaluation(self, name: str, slug: str | None) -> Evaluation:
-        evaluations = Evaluation.objects.filter(name=name).select_related("project", "dataset")
-        if slug:
-            evaluations = evaluations.filter(project__slug=slug)
-        found = list(evaluations[:2])
-        if not found:
-            raise CommandError(f"No evaluation named {name!r}" + (f" in project {slug}." if slug else "."))
-        if len(found) > 1:
-            raise CommandError(f"Several projects have an evaluation named {name!r}; add --project SLUG.")
-        return found[0]
 
     def _version(self, evaluation: Evaluation, spec: str):
         name, _, number = spec.partition("@")
