@@ -5,7 +5,9 @@ Celery broker kept in files under var/broker, so `bin/concord` needs no server. 
 value stops start-up with an error that names the variable.
 """
 
+import base64
 import os
+import re
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -228,6 +230,54 @@ LLM_REQUEST_TIMEOUT = env_float("LLM_REQUEST_TIMEOUT", 60.0, minimum=0.1)
 LLM_MAX_ATTEMPTS = env_int("LLM_MAX_ATTEMPTS", 6, minimum=1)
 # A running judge run whose lanes have not reported for this long is taken over by a starting worker.
 JUDGE_STALE_SECONDS = env_int("JUDGE_STALE_SECONDS", 180, minimum=1)
+
+# Judge credentials and endpoints. A judge's key is either one of the server credentials the operator
+# declares here (names of environment variables; no other variable is ever read for a judge) or a key a
+# researcher pasted, stored encrypted with CONCORD_ENCRYPTION_KEY (Fernet keys, comma-separated: the first
+# encrypts, all decrypt, so a new key goes first and the old one stays until keys are re-saved).
+CONCORD_OWN_SECRETS = {
+    "SECRET_KEY",
+    "DATABASE_URL",
+    "CELERY_BROKER_URL",
+    "REDIS_URL",
+    "CONCORD_ENCRYPTION_KEY",
+}
+
+
+def env_credential_names(name: str) -> list[str]:
+    names = env_list(name, [])
+    for position, variable in enumerate(names, start=1):
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", variable):
+            raise ImproperlyConfigured(
+                f"{name}: entry {position} is not an environment variable name (letters, digits, underscores)"
+            )
+        if variable in CONCORD_OWN_SECRETS:
+            raise ImproperlyConfigured(
+                f"{name}: {variable} is one of Concord's own secrets, never a judge key"
+            )
+    return names
+
+
+def env_fernet_keys(name: str) -> list[str]:
+    keys = env_list(name, [])
+    for position, key in enumerate(keys, start=1):
+        try:
+            if len(base64.urlsafe_b64decode(key.encode())) != 32:
+                raise ValueError
+        except ValueError:
+            # The value itself is never repeated: it is a secret.
+            raise ImproperlyConfigured(
+                f"{name}: key {position} is not a Fernet key (32 url-safe base64 bytes); make one with "
+                "python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'"
+            ) from None
+    return keys
+
+
+CONCORD_JUDGE_CREDENTIALS = env_credential_names("CONCORD_JUDGE_CREDENTIALS")
+CONCORD_ENCRYPTION_KEY = env_fernet_keys("CONCORD_ENCRYPTION_KEY")
+# Loopback and private-network endpoints (vLLM or Ollama in the lab, the demo's simulated model); link-local
+# and cloud metadata addresses are refused whatever this says.
+CONCORD_JUDGE_ALLOW_PRIVATE = env_bool("CONCORD_JUDGE_ALLOW_PRIVATE", False)
 
 LOGGING = {
     "version": 1,

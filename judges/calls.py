@@ -24,11 +24,12 @@ from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from datasets.models import Item
-from evaluations.models import Rating
+from evaluations.models import Evaluation, Rating
 from rubrics.models import RubricVersion
 from rubrics.rendering import RenderError, render_prompt
 
 from . import client
+from .credentials import Credential, credential_for, source_of
 from .models import CachedReply, JudgeCall, JudgeRun
 from .parsing import Parsed, format_score, logprob_score, parse_reply
 from .ratelimit import RateLimiter
@@ -61,6 +62,8 @@ class LaneContext:
     version: RubricVersion
     params: dict
     limiter: RateLimiter
+    project_id: int
+    credential: Credential
     finishes: list[Future] = field(default_factory=list)
     _checked_at: float = 0.0
     _beat_at: float = 0.0
@@ -82,6 +85,8 @@ class LaneContext:
             version=version,
             params=params,
             limiter=limiter,
+            project_id=Evaluation.objects.values_list("project_id", flat=True).get(pk=run.evaluation_id),
+            credential=credential_for(judge_id=run.judge_id, source=source_of(params)),
         )
 
     @property
@@ -154,12 +159,9 @@ def build_request(*, params: dict, version: RubricVersion, prompt: str, sample: 
     """The chat completion request for one call: the exact prompt, plus structured output or (when the
     judge's endpoint has none) an appended format instruction for JSON rubrics."""
     content = prompt
-    request: dict = {
-        "model": params["model"],
-        "temperature": params["temperature"],
-        "max_tokens": params["max_tokens"],
-        "seed": sample,
-    }
+    request: dict = {"model": params["model"], "max_tokens": params["max_tokens"], "seed": sample}
+    if params["temperature"] is not None:  # None: the endpoint's own default
+        request["temperature"] = params["temperature"]
     if wants_json(version):
         if params["structured_output"]:
             request["response_format"] = {
@@ -175,9 +177,12 @@ def build_request(*, params: dict, version: RubricVersion, prompt: str, sample: 
     return request
 
 
-def cache_key(*, base_url: str, request: dict) -> str:
-    """Identical prompt, model, parameters and sample index (the seed) give the same key."""
-    return hashlib.sha256(json.dumps([base_url, request], sort_keys=True).encode()).hexdigest()
+def cache_key(*, project_id: int, credential: str, base_url: str, request: dict) -> str:
+    """Identical prompt, model, parameters and sample index (the seed) give the same key, within one
+    project and one credential (its identity, never the secret): a judge of another project, or one
+    without the key, never gets replies someone else paid for."""
+    document = json.dumps([project_id, credential, base_url, request], sort_keys=True)
+    return hashlib.sha256(document.encode()).hexdigest()
 
 
 def estimated_tokens(request: dict) -> int:
@@ -203,7 +208,7 @@ def ask_with_retries(ctx: LaneContext, request: dict) -> tuple[client.Reply, int
         try:
             reply = client.chat(
                 base_url=ctx.params["base_url"],
-                api_key_env=ctx.params["api_key_env"],
+                api_key=ctx.credential.api_key,
                 timeout=ctx.params["request_timeout"],
                 request=request,
             )
@@ -426,11 +431,21 @@ def process_call(ctx: LaneContext, call: JudgeCall, token: uuid.UUID) -> str:
         finish_call(ctx, call, token, {"status": JudgeCall.Status.FAILED, "error": message})
         return "failed"
     request = build_request(params=params, version=ctx.version, prompt=prompt, sample=call.sample)
-    key = cache_key(base_url=params["base_url"], request=request)
-    reply = cached_reply(key) if params["cache_enabled"] else None
+    key = cache_key(
+        project_id=ctx.project_id,
+        credential=ctx.credential.identity,
+        base_url=params["base_url"],
+        request=request,
+    )
+    # A missing key fails the run at its first call, even where the cache could answer.
+    reply = cached_reply(key) if params["cache_enabled"] and not ctx.credential.problem else None
     cached, attempts = reply is not None, 0
     if reply is None:
         try:
+            if ctx.credential.problem:
+                missing = client.PermanentError(f"no API key: {ctx.credential.problem}")
+                missing.attempts = 0  # nothing was sent
+                raise missing
             reply, attempts = ask_with_retries(ctx, request)
         except RunStopped:
             return "stopped"

@@ -16,13 +16,22 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
+
+from . import credentials
+from .endpoint_safety import SafeNetworkBackend, unsafe_cause
+
 if TYPE_CHECKING:
+    import httpx2
     import openai
 
 # The openai package's HTTP layer logs every request at INFO; one line per judge call is noise.
 logging.getLogger("httpx2").setLevel(logging.WARNING)
 
 TOP_LOGPROBS = 10
+COULD_NOT_CONNECT = "could not connect to the endpoint"
+# Headers the openai client fills from the server's environment (OPENAI_ORG_ID, OPENAI_PROJECT_ID).
+ENVIRONMENT_HEADERS = {"openai-organization", "openai-project"}
 KEY_SHAPE_RE = re.compile(r"\b(?:sk|key|api[-_]?key)[-_][A-Za-z0-9*_\-.]{3,}", re.I)
 LOGPROB_TOKENS_KEPT = 8
 
@@ -77,11 +86,52 @@ _clients: dict[tuple, openai.OpenAI] = {}
 _clients_lock = threading.Lock()
 
 
-def api_key_from_env(variable: str) -> str:
-    key = os.environ.get(variable, "")
-    if not key:
-        raise PermanentError(f"authentication failed: the environment variable {variable} is not set")
-    return key
+def server_secrets() -> list[str]:
+    """Values no request may carry unless they are the judge's own key: Concord's own secrets and every
+    declared server credential."""
+    own = [settings.SECRET_KEY, *(settings.CONCORD_ENCRYPTION_KEY or [])]
+    own += [value for name in settings.CONCORD_OWN_SECRETS if (value := os.environ.get(name, ""))]
+    return [value for value in (*own, *credentials.declared_values()) if value]
+
+
+def safe_headers(headers: httpx2.Headers, api_key: str) -> None:
+    """Drop every header that would carry something of the server's but the judge's own key: the openai
+    client reads OPENAI_ORG_ID, OPENAI_PROJECT_ID and OPENAI_CUSTOM_HEADERS from the environment."""
+    forbidden = [value for value in server_secrets() if value != api_key]
+    for name, value in list(headers.items()):
+        lowered = name.lower()
+        if lowered == "authorization":
+            if not api_key or value != f"Bearer {api_key}":
+                del headers[name]
+        elif lowered in ENVIRONMENT_HEADERS or any(secret in value for secret in forbidden):
+            del headers[name]
+
+
+def safe_http_client(*, api_key: str) -> httpx2.Client:
+    """An HTTP client that connects only to allowed addresses (endpoint_safety), follows no redirect,
+    reads no proxy, certificate or .netrc setting from the environment, and sends only the judge's key."""
+    import httpcore2
+    import httpx2
+    from openai._constants import DEFAULT_CONNECTION_LIMITS
+
+    class SafeTransport(httpx2.HTTPTransport):
+        def __init__(self) -> None:
+            super().__init__(trust_env=False)
+            limits = DEFAULT_CONNECTION_LIMITS
+            # httpx takes no network backend: its pool is replaced by one whose backend checks addresses.
+            self._pool = httpcore2.ConnectionPool(
+                ssl_context=httpx2.create_ssl_context(trust_env=False),
+                max_connections=limits.max_connections,
+                max_keepalive_connections=limits.max_keepalive_connections,
+                keepalive_expiry=limits.keepalive_expiry,
+                network_backend=SafeNetworkBackend(),
+            )
+
+        def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+            safe_headers(request.headers, api_key)
+            return super().handle_request(request)
+
+    return httpx2.Client(transport=SafeTransport(), follow_redirects=False, trust_env=False)
 
 
 def get_client(*, base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
@@ -92,16 +142,35 @@ def get_client(*, base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
     with _clients_lock:
         client = _clients.get(cache_key)
         if client is None:
-            client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0)
+            client = openai.OpenAI(
+                base_url=base_url,
+                # Given explicitly, so the client never falls back to OPENAI_API_KEY; with no key the
+                # transport sends no Authorization header at all.
+                api_key=api_key or "no-key",
+                admin_api_key="",
+                webhook_secret="",
+                timeout=timeout,
+                max_retries=0,
+                http_client=safe_http_client(api_key=api_key),
+            )
             _clients[cache_key] = client
         return client
 
 
-def chat(*, base_url: str, api_key_env: str, timeout: float, request: dict) -> Reply:
+def connection_error(error: Exception) -> EndpointError:
+    """A refused address says why (it is our rule, not the network's); any other connection failure says
+    only that it failed, so the judge's connection test is no port scanner."""
+    unsafe = unsafe_cause(error)
+    if unsafe is not None:
+        return PermanentError(str(unsafe))
+    return TransientError(COULD_NOT_CONNECT)
+
+
+def chat(*, base_url: str, api_key: str, timeout: float, request: dict) -> Reply:
     """Send one chat completion request (`request` holds model, messages and parameters)."""
     import openai  # imported on first use: it costs about a second at every process start
 
-    client = get_client(base_url=base_url, api_key=api_key_from_env(api_key_env), timeout=timeout)
+    client = get_client(base_url=base_url, api_key=api_key, timeout=timeout)
     started = time.monotonic()
     try:
         # The client's low-level post, as its docs show for any endpoint: same HTTP layer, errors and
@@ -109,18 +178,27 @@ def chat(*, base_url: str, api_key_env: str, timeout: float, request: dict) -> R
         # models, which cost more CPU than everything else a judge call does.
         completion = client.post("/chat/completions", body=request, cast_to=object)
     except openai.APIStatusError as error:
-        raise _status_error(error, client.api_key) from None
+        raise _status_error(error, api_key) from None
     except openai.APITimeoutError:
         raise TransientError(f"timed out after {timeout:g} s") from None
     except openai.APIConnectionError as error:
-        raise TransientError(f"connection error: {error.__cause__ or error}") from None
+        raise connection_error(error) from None
     except (openai.APIResponseValidationError, json.JSONDecodeError, ValueError) as error:
-        raise TransientError(f"malformed response from the endpoint: {error}") from None
+        raise TransientError(f"malformed response from the endpoint: {redact(str(error), api_key)}") from None
     latency_ms = (time.monotonic() - started) * 1000
     try:
-        return _reply(completion, latency_ms)
+        return scrubbed(_reply(completion, latency_ms), api_key)
     except (AttributeError, IndexError, KeyError, TypeError, ValueError) as error:
-        raise TransientError(f"malformed response from the endpoint: {error!r}") from None
+        raise TransientError(
+            f"malformed response from the endpoint: {redact(repr(error), api_key)}"
+        ) from None
+
+
+def scrubbed(reply: Reply, api_key: str) -> Reply:
+    """The reply without the key or any server secret in its text, before it is cached, stored or shown."""
+    reply.content = reply.content if reply.content is None else without_secrets(reply.content, api_key)
+    reply.refusal = without_secrets(reply.refusal, api_key)
+    return reply
 
 
 def _reply(completion: Any, latency_ms: float) -> Reply:
@@ -150,12 +228,19 @@ def _reply(completion: Any, latency_ms: float) -> Reply:
     )
 
 
+def without_secrets(text: str, api_key: str) -> str:
+    """The text with the key and every server secret replaced by ***."""
+    for secret in sorted({api_key, *server_secrets()} - {""}, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
 def redact(text: str, api_key: str) -> str:
-    """The endpoint's message without the key or anything shaped like one (some echo part of it)."""
-    if api_key:
-        text = text.replace(api_key, "***")
-        if len(api_key) >= 12:  # masked echoes such as "sk-proj-****abcd"
-            text = text.replace(api_key[:6], "***").replace(api_key[-4:], "***")
+    """An error text without the key, any server secret, or anything shaped like a key (some endpoints
+    echo part of the key they were sent)."""
+    text = without_secrets(text, api_key)
+    if len(api_key) >= 12:  # masked echoes such as "sk-proj-****abcd"
+        text = text.replace(api_key[:6], "***").replace(api_key[-4:], "***")
     return KEY_SHAPE_RE.sub("***", text)
 
 
@@ -198,15 +283,15 @@ def _retry_after(error: openai.APIStatusError) -> float | None:
     return None
 
 
-def list_models(*, base_url: str, api_key_env: str, timeout: float = 10.0) -> list[dict]:
+def list_models(*, base_url: str, api_key: str, timeout: float = 10.0) -> list[dict]:
     """The endpoint's models as [{"id", "owned_by"}]."""
     import openai  # imported on first use: it costs about a second at every process start
 
-    client = get_client(base_url=base_url, api_key=api_key_from_env(api_key_env), timeout=timeout)
+    client = get_client(base_url=base_url, api_key=api_key, timeout=timeout)
     try:
         page = client.models.list()
     except openai.APIStatusError as error:
-        raise _status_error(error, client.api_key) from None
+        raise _status_error(error, api_key) from None
     except openai.APIConnectionError as error:
-        raise TransientError(f"connection error: {error.__cause__ or error}") from None
+        raise connection_error(error) from None
     return [{"id": model.id, "owned_by": getattr(model, "owned_by", "")} for model in page.data]

@@ -4,7 +4,10 @@ version (JudgeRun), one row per (item, sample, order) of work (JudgeCall), and a
 from decimal import Decimal
 
 from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import models
+
+from . import credentials
 
 SIMULATED_MODEL_PREFIX = "fake-"
 
@@ -18,20 +21,31 @@ def default_request_timeout() -> float:
 
 
 class Judge(models.Model):
-    """An OpenAI-compatible endpoint, model and parameters. The API key is read from the environment
-    variable named by `api_key_env` when a call is made; it is never stored."""
+    """An OpenAI-compatible endpoint, model and parameters. Its API key is a server credential the operator
+    declared (`api_key_env`, the variable's name), or a key a researcher pasted (stored encrypted, shown
+    only as `api_key_hint`), or none (judges.credentials)."""
 
     project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="judges")
     name = models.CharField(max_length=120)
     base_url = models.URLField(max_length=500, default=default_base_url)
     model = models.CharField(max_length=200)
     api_key_env = models.CharField(
-        "API key variable",
+        "server credential",
         max_length=100,
-        default="OPENAI_API_KEY",
-        help_text="Name of the environment variable that holds the API key (the key is never stored).",
+        blank=True,
+        default="",
+        help_text="An environment variable the operator declared in CONCORD_JUDGE_CREDENTIALS.",
     )
-    temperature = models.FloatField(default=0.0)
+    api_key_encrypted = models.TextField(blank=True, default="", editable=False)
+    api_key_hint = models.CharField(max_length=24, blank=True, default="", editable=False)
+    api_key_version = models.PositiveIntegerField(
+        default=0,
+        editable=False,
+        help_text="Counts pasted keys, so replies cached under an old key stay apart.",
+    )
+    temperature = models.FloatField(
+        null=True, blank=True, default=None, help_text="Empty: none is sent, the endpoint's own default."
+    )
     max_tokens = models.PositiveIntegerField(default=256)
     samples = models.PositiveIntegerField(default=1, help_text="Replies per item (n), each stored.")
     logprobs = models.BooleanField(
@@ -47,8 +61,12 @@ class Judge(models.Model):
     requests_per_minute = models.PositiveIntegerField(default=0, help_text="0 = no limit.")
     tokens_per_minute = models.PositiveIntegerField(default=0, help_text="0 = no limit.")
     concurrency = models.PositiveIntegerField(default=8, help_text="Calls in flight at once, across workers.")
-    price_input_per_million = models.DecimalField(max_digits=10, decimal_places=4, default=Decimal("0"))
-    price_output_per_million = models.DecimalField(max_digits=10, decimal_places=4, default=Decimal("0"))
+    price_input_per_million = models.DecimalField(
+        max_digits=10, decimal_places=4, default=Decimal("0"), validators=[MinValueValidator(Decimal("0"))]
+    )
+    price_output_per_million = models.DecimalField(
+        max_digits=10, decimal_places=4, default=Decimal("0"), validators=[MinValueValidator(Decimal("0"))]
+    )
     cache_enabled = models.BooleanField(
         "cache", default=True, help_text="Answer identical calls from the cache."
     )
@@ -73,7 +91,22 @@ class Judge(models.Model):
             models.CheckConstraint(condition=models.Q(concurrency__gte=1), name="judge_concurrency_positive"),
             models.CheckConstraint(condition=models.Q(max_tokens__gte=1), name="judge_max_tokens_positive"),
             models.CheckConstraint(
-                condition=models.Q(temperature__gte=0, temperature__lte=2), name="judge_temperature_0_to_2"
+                condition=models.Q(temperature__isnull=True)
+                | models.Q(temperature__gte=0, temperature__lte=2),
+                name="judge_temperature_0_to_2",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(price_input_per_million__gte=0, price_output_per_million__gte=0),
+                name="judge_prices_not_negative",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(api_key_env="") | models.Q(api_key_encrypted=""),
+                name="judge_one_key_source",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(api_key_encrypted="", api_key_hint="")
+                | (~models.Q(api_key_encrypted="") & ~models.Q(api_key_hint="")),
+                name="judge_pasted_key_has_hint",
             ),
             models.CheckConstraint(condition=models.Q(request_timeout__gt=0), name="judge_timeout_positive"),
         ]
@@ -86,12 +119,37 @@ class Judge(models.Model):
         """Concord's fake server only serves models named fake-*, so the name alone marks them."""
         return self.simulated or self.model.startswith(SIMULATED_MODEL_PREFIX)
 
+    @property
+    def credential_source(self) -> str:
+        """ "pasted", "env:NAME" or "none" (judges.credentials)."""
+        if self.api_key_encrypted:
+            return credentials.PASTED
+        return credentials.ENV_PREFIX + self.api_key_env if self.api_key_env else credentials.NO_KEY
+
+    @property
+    def credential_label(self) -> str:
+        if self.api_key_encrypted:
+            return f"pasted key {self.api_key_hint}"
+        return f"server credential {self.api_key_env}" if self.api_key_env else "no key"
+
+    def set_pasted_key(self, api_key: str) -> None:
+        """Encrypt and keep a pasted key (CredentialError when keys cannot be stored); not saved yet."""
+        self.api_key_encrypted = credentials.encrypt_key(api_key)
+        self.api_key_hint = credentials.key_hint(api_key)
+        self.api_key_version += 1
+        self.api_key_env = ""
+
+    def clear_pasted_key(self) -> None:
+        self.api_key_encrypted = ""
+        self.api_key_hint = ""
+
     def parameters(self) -> dict:
         """The settings a run freezes at launch, so editing the judge never changes a running run."""
         return {
             "base_url": self.base_url,
             "model": self.model,
             "api_key_env": self.api_key_env,
+            "credential": self.credential_source,
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
             "samples": self.samples,

@@ -8,7 +8,6 @@ concurrency, across all workers together.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
@@ -25,8 +24,9 @@ from evaluations.models import Evaluation, Rater, Rating
 from rubrics.models import RubricVersion
 from rubrics.rendering import RenderError, render_prompt
 
-from . import client
+from . import client, credentials
 from .calls import ClaimAhead, LaneContext, build_request, process_call, release_claim
+from .endpoint_safety import UnsafeEndpoint, check_base_url
 from .fake_llm import OWNED_BY
 from .models import Judge, JudgeCall, JudgeRun
 
@@ -93,7 +93,9 @@ def estimate_run(*, judge: Judge, evaluation: Evaluation, rubric_version: Rubric
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
         cost=cost_of(params, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
-        api_key_present=bool(os.environ.get(judge.api_key_env)),
+        api_key_present=not credentials.credential_for(
+            judge_id=judge.pk, source=judge.credential_source
+        ).problem,
     )
 
 
@@ -419,12 +421,19 @@ class ConnectionResult:
 
 
 def test_connection(*, judge: Judge) -> ConnectionResult:
-    """One small call (max 5 tokens); also marks the judge simulated when the endpoint says it is ours."""
+    """One small call (max 5 tokens); also marks the judge simulated when the endpoint says it is ours.
+    A failure to connect says only that (never the network's error text: no port scanner)."""
+    try:
+        check_base_url(judge.base_url, resolve_now=False)
+    except UnsafeEndpoint as error:
+        return ConnectionResult(False, f"Refused: {error}.")
+    credential = credentials.credential_for(judge_id=judge.pk, source=judge.credential_source)
+    if credential.problem:
+        return ConnectionResult(False, f"No API key: {credential.problem}.")
+    timeout = min(judge.request_timeout, 15)
     simulated = False
     try:
-        models = client.list_models(
-            base_url=judge.base_url, api_key_env=judge.api_key_env, timeout=min(judge.request_timeout, 15)
-        )
+        models = client.list_models(base_url=judge.base_url, api_key=credential.api_key, timeout=timeout)
         simulated = any(m["owned_by"] == OWNED_BY for m in models)
     except client.EndpointError:
         pass  # not every compatible server lists models; the chat call below is the real test
@@ -434,18 +443,22 @@ def test_connection(*, judge: Judge) -> ConnectionResult:
     request = {
         "model": judge.model,
         "max_tokens": 5,
-        "temperature": 0,
         "messages": [{"role": "user", "content": "Reply with the single word: ready"}],
     }
+    if judge.temperature is not None:
+        request["temperature"] = judge.temperature
     try:
         reply = client.chat(
             base_url=judge.base_url,
-            api_key_env=judge.api_key_env,
+            api_key=credential.api_key,
             timeout=min(judge.request_timeout, 30),
             request=request,
         )
     except client.EndpointError as error:
-        return ConnectionResult(False, error.message, simulated=simulated)
+        message = (
+            error.message if error.status is not None or isinstance(error, client.PermanentError) else ""
+        )
+        return ConnectionResult(False, message or f"{client.COULD_NOT_CONNECT}.", simulated=simulated)
     text = reply.content if reply.content is not None else reply.refusal
     return ConnectionResult(
         True,

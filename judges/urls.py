@@ -7,6 +7,7 @@ urlpatterns = [
     path("p/<slug:slug>/judges/new/", views.judge_create, name="judge_create"),
     path("p/<slug:slug>/judges/<int:pk>/", views.judge_detail, name="judge_detail"),
     path("p/<slug:slug>/judges/<int:pk>/test/", views.judge_test_connection, name="judge_test_connection"),
+    path("p/<slug:slug>/judges/<int:pk>/key/", views.judge_replace_key, name="judge_replace_key"),
     path(
         "p/<slug:slug>/evaluations/<int:pk>/judge-runs/new/", views.judge_run_create, name="judge_run_create"
     ),

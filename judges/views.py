@@ -12,7 +12,8 @@ from evaluations.models import Evaluation
 from projects.access import RESEARCHER, get_project_for
 
 from . import services
-from .forms import JudgeForm, RunChoiceForm
+from .credentials import can_store_keys
+from .forms import JudgeForm, ReplaceKeyForm, RunChoiceForm
 from .models import Judge, JudgeCall, JudgeRun
 
 RECENT_PROBLEMS = 10
@@ -47,7 +48,29 @@ def judge_detail(request, slug: str, pk: int):
     project = get_project_for(request.user, slug, role=RESEARCHER)
     judge = get_object_or_404(Judge, project=project, pk=pk)
     runs = judge.runs.select_related("evaluation", "rubric_version__rubric")
-    return render(request, "judges/judge_detail.html", {"project": project, "judge": judge, "runs": runs})
+    context = {"project": project, "judge": judge, "runs": runs, "key_form": _key_form(None)}
+    return render(request, "judges/judge_detail.html", context)
+
+
+def _key_form(data) -> ReplaceKeyForm | None:
+    return ReplaceKeyForm(data) if can_store_keys() else None
+
+
+@require_POST
+@login_required
+def judge_replace_key(request, slug: str, pk: int):
+    """Paste a new key for the judge (it replaces any earlier pasted key or server credential)."""
+    project = get_project_for(request.user, slug, role=RESEARCHER)
+    judge = get_object_or_404(Judge, project=project, pk=pk)
+    form = ReplaceKeyForm(request.POST)
+    if form.is_valid():
+        judge.set_pasted_key(form.cleaned_data["api_key"])
+        judge.save(update_fields=["api_key_env", "api_key_encrypted", "api_key_hint", "api_key_version"])
+        messages.success(request, f"Key replaced: the judge now uses the pasted key {judge.api_key_hint}.")
+        return redirect("judge_detail", slug=project.slug, pk=judge.pk)
+    runs = judge.runs.select_related("evaluation", "rubric_version__rubric")
+    context = {"project": project, "judge": judge, "runs": runs, "key_form": form}
+    return render(request, "judges/judge_detail.html", context, status=400)
 
 
 @require_POST
@@ -57,7 +80,13 @@ def judge_test_connection(request, slug: str, pk: int):
     judge = get_object_or_404(Judge, project=project, pk=pk)
     result = services.test_connection(judge=judge)
     runs = judge.runs.select_related("evaluation", "rubric_version__rubric")
-    context = {"project": project, "judge": judge, "result": result, "runs": runs}
+    context = {
+        "project": project,
+        "judge": judge,
+        "result": result,
+        "runs": runs,
+        "key_form": _key_form(None),
+    }
     template = "judges/judge_detail.html#connection" if request.htmx else "judges/judge_detail.html"
     return render(request, template, context)
 

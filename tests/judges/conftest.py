@@ -17,8 +17,11 @@ def fake_llm():
 
 
 @pytest.fixture(autouse=True)
-def judge_key(monkeypatch):
+def judge_key(monkeypatch, settings):
+    """TEST_KEY_ENV is a server credential the operator declared (in this process and for workers)."""
     monkeypatch.setenv(TEST_KEY_ENV, "test-key")
+    monkeypatch.setenv("CONCORD_JUDGE_CREDENTIALS", TEST_KEY_ENV)
+    settings.CONCORD_JUDGE_CREDENTIALS = [TEST_KEY_ENV]
 
 
 @pytest.fixture(autouse=True)

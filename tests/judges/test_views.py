@@ -50,14 +50,14 @@ def test_simulated_judges_are_labelled_in_the_list(researcher_client, project, j
     assert "fake judge" in page and "simulated" in page
 
 
-def test_creating_a_judge_stores_the_variable_name_not_a_key(researcher_client, project):
+def test_creating_a_judge_with_a_server_credential_stores_its_name_not_a_key(researcher_client, project):
     response = researcher_client.post(
         reverse("judge_create", args=[project.slug]),
         {
             "name": "gpt judge",
             "base_url": "https://api.example.test/v1",
             "model": "gpt-4o-mini",
-            "api_key_env": "MY_OPENAI_KEY",
+            "credential": f"env:{TEST_KEY_ENV}",
             "temperature": "0",
             "max_tokens": "64",
             "samples": "1",
@@ -72,17 +72,17 @@ def test_creating_a_judge_stores_the_variable_name_not_a_key(researcher_client, 
     )
     judge = Judge.objects.get(name="gpt judge")
     assert response.status_code == 302
-    assert judge.api_key_env == "MY_OPENAI_KEY" and not judge.is_simulated
+    assert judge.api_key_env == TEST_KEY_ENV and not judge.api_key_encrypted and not judge.is_simulated
 
 
-def test_a_key_pasted_as_the_variable_name_is_refused_and_nothing_saved(researcher_client, project):
+def test_a_key_given_as_the_credential_is_refused_naming_the_setting(researcher_client, project):
     response = researcher_client.post(
         reverse("judge_create", args=[project.slug]),
         {
             "name": "oops",
             "base_url": "https://api.example.test/v1",
             "model": "m",
-            "api_key_env": "sk-abc-123",
+            "credential": "sk-abc-123",
             "temperature": "0",
             "max_tokens": "64",
             "samples": "1",
@@ -95,7 +95,9 @@ def test_a_key_pasted_as_the_variable_name_is_refused_and_nothing_saved(research
         },
     )
     assert response.status_code == 200
-    assert "not the key itself" in response.content.decode()
+    page = response.content.decode()
+    assert "That is not a server credential" in page and "CONCORD_JUDGE_CREDENTIALS" in page
+    assert "sk-abc-123" not in page
     assert not Judge.objects.filter(name="oops").exists()
 
 
