@@ -58,6 +58,15 @@ def env_float(name: str, default: float, *, minimum: float = 0.0) -> float:
     return value
 
 
+def env_choice(name: str, default: str, *, choices: tuple[str, ...]) -> str:
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw not in choices:
+        raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, not {raw!r}")
+    return raw
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
@@ -182,6 +191,9 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
+
+# Who may create projects: "staff" (is_staff users; they then give access through membership) or "everyone".
+CONCORD_PROJECT_CREATORS = env_choice("CONCORD_PROJECT_CREATORS", "staff", choices=("staff", "everyone"))
 
 # Uploads above this many bytes are refused before they are read whole.
 CONCORD_MAX_UPLOAD_BYTES = env_int("CONCORD_MAX_UPLOAD_BYTES", 512 * 1024 * 1024, minimum=1)
