@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import csv
 import io
+
+from evaluations import safe_csv
 
 LABELS = {
     "krippendorff_alpha": "Krippendorff's alpha",
@@ -154,9 +155,9 @@ def present_rubric(block: dict) -> dict:
 
 
 def report_csv(report: dict) -> str:
-    """The report flattened to one row per figure; text cells that a spreadsheet would run are quoted."""
+    """The report flattened to one row per figure, written through `evaluations.safe_csv`."""
     out = io.StringIO()
-    writer = csv.writer(out)
+    writer = safe_csv.writer(out)
     writer.writerow(CSV_COLUMNS)
     for block in report["rubrics"]:
         head = [block["rubric"], block["version"], block["kind"]]
@@ -172,9 +173,9 @@ def report_csv(report: dict) -> str:
             _write_block(writer, head, "vs_each_human", rater["rater"], "", rater["vs_each_human"], each_ci)
             writer.writerow(
                 [
-                    *map(safe_cell, head),
+                    *head,
                     "counts",
-                    safe_cell(rater["rater"]),
+                    rater["rater"],
                     "",
                     rater["items"],
                     "parse_failures",
@@ -195,10 +196,10 @@ def _write_block(
         value = figures[row["metric"]]
         writer.writerow(
             [
-                *map(safe_cell, head),
+                *head,
                 name,
-                safe_cell(rater),
-                safe_cell(other),
+                rater,
+                other,
                 figures.get("items", ""),
                 row["metric"],
                 "" if value is None else value,
@@ -207,10 +208,3 @@ def _write_block(
                 row["why"],
             ]
         )
-
-
-def safe_cell(value):
-    """Text starting with = + - @ would run as a formula in a spreadsheet: prefix it with a quote."""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return value

@@ -15,10 +15,9 @@ database to write and read by spreadsheets, pandas and `datetime.fromisoformat`.
 CSV is UTF-8 with a header row, quoted as RFC 4180 says; lines end in "\\n" in PostgreSQL's long
 export and in "\\r\\n" elsewhere (Python's csv quotes a cell holding "\\r" only then).
 
-Spreadsheet safety: a text cell whose first character after any leading apostrophes is = + - @
-tab or carriage return gets one more leading apostrophe (so "=1+1" is written "'=1+1", and
-"'=1+1" is written "''=1+1"); the ratings import removes exactly that one apostrophe again, so
-the long export round-trips.
+Spreadsheet safety: every CSV is written through `evaluations.safe_csv` (a text cell that starts
+like a formula gets one leading apostrophe, plain numbers stay numbers); the ratings import
+removes exactly that apostrophe again, so the long export round-trips.
 
 Memory stays flat: on PostgreSQL the long CSV is produced by `COPY (SELECT ...) TO STDOUT` and
 passed on block by block; elsewhere (and for wide and JSONL) rows come from a chunked iterator
@@ -27,7 +26,6 @@ passed on block by block; elsewhere (and for wide and JSONL) rows come from a ch
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 from collections import Counter
@@ -40,6 +38,7 @@ from django.db import connection, transaction
 from datasets.models import Item
 from rubrics.models import Rubric
 
+from . import safe_csv
 from .models import Evaluation, Rating
 
 LONG_COLUMNS = [
@@ -47,23 +46,8 @@ LONG_COLUMNS = [
     "side_shown", "created", "updated",
 ]  # fmt: skip
 LAYOUTS = ("long", "wide", "jsonl")
-DANGEROUS_FIRST = frozenset("=+-@\t\r")
 CHUNK_BYTES = 64 * 1024
 ROWS_PER_FETCH = 5000
-
-
-def neutralise(text: str) -> str:
-    """`text` made safe to open in a spreadsheet (see the module docstring); reversed by `restore`."""
-    if text.lstrip("'")[:1] in DANGEROUS_FIRST and text.lstrip("'"):
-        return "'" + text
-    return text
-
-
-def restore(text: str) -> str:
-    """Undo `neutralise`: drop the one apostrophe it adds."""
-    if text.startswith("'") and text.lstrip("'")[:1] in DANGEROUS_FIRST and text.lstrip("'"):
-        return text[1:]
-    return text
 
 
 def timestamp_text(moment: datetime) -> str:
@@ -120,7 +104,7 @@ def _long_records(evaluation: Evaluation) -> Iterator[tuple]:
 def _csv_chunks(rows: Iterable[Iterable]) -> Iterator[bytes]:
     buffer = io.StringIO()
     # CRLF line ends: Python's csv quotes a cell holding "\r" only when "\r" is in the terminator.
-    writer = csv.writer(buffer, lineterminator="\r\n")
+    writer = safe_csv.writer(buffer, lineterminator="\r\n")
     for row in rows:
         writer.writerow(row)
         if buffer.tell() >= CHUNK_BYTES:
@@ -150,16 +134,11 @@ def long_csv(evaluation: Evaluation) -> Iterator[bytes]:
             updated,
         ) in _long_records(evaluation):
             yield (
-                neutralise(item_id), neutralise(rubric), number, neutralise(rater), kind, neutralise(value),
-                neutralise(explanation), "true" if failed else "false", side, created, updated,
+                item_id, rubric, number, rater, kind, value,
+                explanation, "true" if failed else "false", side, created, updated,
             )  # fmt: skip
 
     return _csv_chunks(rows())
-
-
-def _sql_neutralise(column: str) -> str:
-    # One regular expression per cell costs PostgreSQL less than ltrim() and left() calls.
-    return f"CASE WHEN {column} ~ '^''*[-=+@\\t\\r]' THEN '''' || {column} ELSE {column} END"
 
 
 _INNER_SQL = (
@@ -182,15 +161,15 @@ def long_sql(*, neutralise_names: bool = True) -> str:
     `neutralise_names=False` skips the check on item ids, rubric and rater names, for callers
     that know none of them needs it (`_names_need_neutralising`).
     """
-    names = _sql_neutralise if neutralise_names else str
+    names = safe_csv.sql_neutralise if neutralise_names else str
     text = {
         "item_id": names("s.item_id"),
         "rubric": names("s.rubric"),
         "rubric_version": "s.rubric_version",
         "rater": names("s.rater"),
         "rater_kind": "s.rater_kind",
-        "value": _sql_neutralise("s.value"),
-        "explanation": _sql_neutralise("s.explanation"),
+        "value": safe_csv.sql_neutralise("s.value"),
+        "explanation": safe_csv.sql_neutralise("s.explanation"),
         "parse_failed": "CASE WHEN s.parse_failed THEN 'true' ELSE 'false' END",
         "side_shown": "s.side_shown",
         "created": "s.created::text",  # the session is set to UTC and ISO DateStyle first
@@ -204,17 +183,14 @@ def long_sql(*, neutralise_names: bool = True) -> str:
     )
 
 
-def _needs_neutralising(text: str) -> bool:
-    return neutralise(text) != text
-
-
 def _names_need_neutralising(evaluation: Evaluation) -> bool:
     """Whether any item id, rubric name or rater name of the evaluation begins like a formula."""
     names = [*evaluation.rubric_versions.values_list("rubric__name", flat=True)]
     names += evaluation.project.raters.values_list("name", flat=True)
-    if any(map(_needs_neutralising, names)):
+    if any(map(safe_csv.needs_protection, names)):
         return True
-    return Item.objects.filter(dataset_id=evaluation.dataset_id, external_id__regex=r"^'*[-=+@\t\r]").exists()
+    items = Item.objects.filter(dataset_id=evaluation.dataset_id)
+    return items.filter(external_id__regex=safe_csv.DANGEROUS_START).exists()
 
 
 def long_csv_copy(evaluation: Evaluation) -> Iterator[bytes]:
@@ -294,7 +270,7 @@ def wide_csv(evaluation: Evaluation) -> Iterator[bytes]:
     kinds = {version.pk: version.kind for version in versions}
 
     def rows():
-        yield ["item_id", *(neutralise(header) for header in headers)]
+        yield ["item_id", *headers]
         ratings = (
             Rating.objects.filter(evaluation=evaluation)
             .order_by("item__position")
@@ -316,6 +292,6 @@ def wide_csv(evaluation: Evaluation) -> Iterator[bytes]:
                     human[version_id].append(value)
                 pending = next(ratings, None)
             summaries = [_summary(kinds[version.pk], human[version.pk]) for version in versions]
-            yield [neutralise(external_id), *(neutralise(cell) for cell in cells), *summaries]
+            yield [external_id, *cells, *summaries]
 
     return _csv_chunks(rows())

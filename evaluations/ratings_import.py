@@ -11,7 +11,7 @@ suffix, or by a first character `{`), UTF-8 with or without BOM, with these colu
 - created and updated (written by the long export) and any other column are read but not used;
   the result lists them as ignored columns.
 - CSV cells that the export protected for spreadsheets ("'=1+1") get their one added apostrophe
-  removed (`evaluations.exports.restore`).
+  removed (`evaluations.safe_csv.restore`).
 
 Values are checked against the rubric's scale by `evaluations.values.canonical_value`.
 Unknown raters become named raters of the given kind; a known rater of the other kind is an error.
@@ -44,8 +44,8 @@ from django.utils import timezone
 from datasets.models import Item
 from rubrics.models import Rubric, RubricVersion
 
-from .exports import restore
 from .models import Evaluation, Rater, Rating, RatingRevision
+from .safe_csv import restore
 from .values import canonical_value
 
 REQUIRED_COLUMNS = ("item_id", "rubric", "rater", "rater_kind", "value")
@@ -289,6 +289,17 @@ class _Resolver:
         self.new_raters: dict[str, str] = {}
         self.memo: dict[tuple, tuple[Any, str | None]] = {}
 
+    def item_for(self, text: str) -> int | None:
+        """The item with exactly this id (an exported " d-1 " keeps its spaces), else with it trimmed."""
+        found = self.items.get(text)
+        return found if found is not None else self.items.get(text.strip())
+
+    def rater_name(self, text: str) -> str:
+        """A known rater's exact name, else the trimmed one if known; a new rater keeps it as written."""
+        if text in self.known_raters or text.strip() not in self.known_raters:
+            return text
+        return text.strip()
+
     def version_for(self, rubric: str, number_text: str) -> RubricVersion:
         name, number = rubric.strip(), number_text.strip()
         head, at, tail = name.rpartition("@")
@@ -343,16 +354,17 @@ class _Resolver:
                 problems.append(Problem(line, column, found[1]))
             return found[0]
 
-        item_text = record["item_id"].strip()
-        item_id = self.items.get(item_text)
+        item_id = self.item_for(record["item_id"])
         if item_id is None:
             problems.append(
-                Problem(line, "item_id", f"no item '{item_text}' in dataset '{self.dataset_name}'")
+                Problem(
+                    line, "item_id", f"no item '{record['item_id'].strip()}' in dataset '{self.dataset_name}'"
+                )
             )
         rubric, number = record["rubric"], record.get("rubric_version") or ""
         version = check("rubric", self._memo(("rubric", rubric, number), self.version_for, rubric, number))
-        rater_name = record["rater"].strip()
-        if not rater_name:
+        rater_name = self.rater_name(record["rater"])
+        if not rater_name.strip():
             problems.append(Problem(line, "rater", "the rater's name is empty"))
         elif len(rater_name) > MAX_RATER_NAME:
             problems.append(Problem(line, "rater", f"the name has more than {MAX_RATER_NAME} characters"))

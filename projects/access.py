@@ -4,6 +4,7 @@ Someone who is not a member gets 404 (a project's existence is not revealed); a 
 role is too low gets 403.
 """
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
@@ -41,3 +42,18 @@ def projects_for(user):
 
 def is_researcher(user, project: Project) -> bool:
     return user.is_superuser or project.role_of(user) == RESEARCHER
+
+
+def may_create_projects(user) -> bool:
+    """CONCORD_PROJECT_CREATORS: staff only (the default), or every logged-in user."""
+    if not user.is_authenticated:
+        return False
+    return settings.CONCORD_PROJECT_CREATORS == "everyone" or user.is_staff or user.is_superuser
+
+
+def require_project_creator(user) -> None:
+    if not may_create_projects(user):
+        raise PermissionDenied(
+            "Only staff can create projects on this server."
+            " Ask a staff member to create one and add you to it."
+        )

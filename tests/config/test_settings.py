@@ -35,6 +35,7 @@ def boot(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
         ("LLM_MAX_ATTEMPTS", "-3"),
         ("CONCORD_MAX_UPLOAD_BYTES", "big"),
         ("REDIS_URL", "localhost:6379"),
+        ("CONCORD_PROJECT_CREATORS", "admins"),
     ],
 )
 def test_malformed_variable_stops_start_up_naming_it(tmp_path, name, value):

@@ -53,6 +53,10 @@ class Command(BaseCommand):
         if created:
             user.set_password(password)
             user.save(update_fields=["password"])
+        if role == Membership.Role.RESEARCHER and not user.is_staff:
+            # Staff may create projects (CONCORD_PROJECT_CREATORS=staff): the demo researcher can try it.
+            user.is_staff = True
+            user.save(update_fields=["is_staff"])
         Membership.objects.get_or_create(project=project, user=user, defaults={"role": role})
         return user
 

