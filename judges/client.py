@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from django.views.decorators.debug import sensitive_variables
 
 from . import credentials
 from .endpoint_safety import SafeNetworkBackend, unsafe_cause
@@ -94,6 +95,7 @@ def server_secrets() -> list[str]:
     return [value for value in (*own, *credentials.declared_values()) if value]
 
 
+@sensitive_variables("api_key")
 def safe_headers(headers: httpx2.Headers, api_key: str) -> None:
     """Drop every header that would carry something of the server's but the judge's own key: the openai
     client reads OPENAI_ORG_ID, OPENAI_PROJECT_ID and OPENAI_CUSTOM_HEADERS from the environment."""
@@ -107,6 +109,7 @@ def safe_headers(headers: httpx2.Headers, api_key: str) -> None:
             del headers[name]
 
 
+@sensitive_variables("api_key")
 def safe_http_client(*, api_key: str) -> httpx2.Client:
     """An HTTP client that connects only to allowed addresses (endpoint_safety), follows no redirect,
     reads no proxy, certificate or .netrc setting from the environment, and sends only the judge's key."""
@@ -134,6 +137,7 @@ def safe_http_client(*, api_key: str) -> httpx2.Client:
     return httpx2.Client(transport=SafeTransport(), follow_redirects=False, trust_env=False)
 
 
+@sensitive_variables("api_key")  # never in an error report
 def get_client(*, base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
     """One client (and connection pool) per endpoint, key and timeout, shared by a worker's threads."""
     import openai  # imported on first use: it costs about a second at every process start
@@ -166,6 +170,7 @@ def connection_error(error: Exception) -> EndpointError:
     return TransientError(COULD_NOT_CONNECT)
 
 
+@sensitive_variables("api_key")
 def chat(*, base_url: str, api_key: str, timeout: float, request: dict) -> Reply:
     """Send one chat completion request (`request` holds model, messages and parameters)."""
     import openai  # imported on first use: it costs about a second at every process start
@@ -283,6 +288,7 @@ def _retry_after(error: openai.APIStatusError) -> float | None:
     return None
 
 
+@sensitive_variables("api_key")
 def list_models(*, base_url: str, api_key: str, timeout: float = 10.0) -> list[dict]:
     """The endpoint's models as [{"id", "owned_by"}]."""
     import openai  # imported on first use: it costs about a second at every process start

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
+from django.views.decorators.debug import sensitive_variables
 
 SETTING = "CONCORD_JUDGE_CREDENTIALS"
 ENCRYPTION_SETTING = "CONCORD_ENCRYPTION_KEY"
@@ -65,6 +66,7 @@ def _fernet() -> MultiFernet:
     return MultiFernet([Fernet(key.encode()) for key in settings.CONCORD_ENCRYPTION_KEY])
 
 
+@sensitive_variables("api_key")
 def encrypt_key(api_key: str) -> str:
     return _fernet().encrypt(api_key.encode()).decode()
 
@@ -79,6 +81,7 @@ def decrypt_key(token: str) -> str:
         ) from None
 
 
+@sensitive_variables("api_key")
 def key_hint(api_key: str) -> str:
     """What a page may show of a pasted key: `sk-...abcd` (less of a short key)."""
     if len(api_key) < 12:
@@ -87,6 +90,7 @@ def key_hint(api_key: str) -> str:
     return f"{prefix}...{api_key[-4:]}"
 
 
+@sensitive_variables("value")
 def env_credential(name: str) -> Credential:
     identity = ENV_PREFIX + name
     if name not in declared_credentials():

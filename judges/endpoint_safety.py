@@ -154,6 +154,9 @@ class SafeNetworkBackend(httpcore2.SyncBackend):
     ) -> httpcore2.NetworkStream:
         try:
             addresses = check_addresses(host, port)
+        except UnsafeEndpoint as error:
+            # A connect error to every HTTP layer above (each maps it to its own); the reason rides along.
+            raise httpcore2.ConnectError(str(error)) from error
         except (OSError, UnicodeError) as error:
             raise httpcore2.ConnectError("could not resolve the endpoint's host") from error
         last_error: Exception | None = None

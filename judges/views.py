@@ -6,6 +6,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from evaluations.models import Evaluation
@@ -27,6 +28,7 @@ def judge_list(request, slug: str):
     return render(request, "judges/judge_list.html", {"project": project, "judges": judges})
 
 
+@sensitive_post_parameters("api_key")  # a pasted key never shows in an error report
 @require_http_methods(["GET", "POST"])
 @login_required
 def judge_create(request, slug: str):
@@ -56,6 +58,7 @@ def _key_form(data) -> ReplaceKeyForm | None:
     return ReplaceKeyForm(data) if can_store_keys() else None
 
 
+@sensitive_post_parameters("api_key")
 @require_POST
 @login_required
 def judge_replace_key(request, slug: str, pk: int):

@@ -36,6 +36,10 @@ def boot(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
         ("CONCORD_MAX_UPLOAD_BYTES", "big"),
         ("REDIS_URL", "localhost:6379"),
         ("CONCORD_PROJECT_CREATORS", "admins"),
+        ("CONCORD_JUDGE_CREDENTIALS", "OPENAI_API_KEY,not a name"),
+        ("CONCORD_JUDGE_CREDENTIALS", "OPENAI_API_KEY,SECRET_KEY"),
+        ("CONCORD_ENCRYPTION_KEY", "too-short"),
+        ("CONCORD_JUDGE_ALLOW_PRIVATE", "perhaps"),
     ],
 )
 def test_malformed_variable_stops_start_up_naming_it(tmp_path, name, value):
@@ -55,3 +59,11 @@ def test_unset_variables_give_the_embedded_default(tmp_path):
     result = boot(tmp_path)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "broker" / "queue").is_dir()
+
+
+def test_a_malformed_encryption_key_is_named_by_position_never_repeated(tmp_path):
+    good = "A" * 43 + "="
+    result = boot(tmp_path, CONCORD_ENCRYPTION_KEY=f"{good},sk-this-is-not-a-fernet-key")
+    assert result.returncode != 0
+    assert "CONCORD_ENCRYPTION_KEY: key 2 is not a Fernet key" in result.stderr
+    assert "sk-this-is-not-a-fernet-key" not in result.stderr

@@ -7,7 +7,7 @@ from judges import services
 from judges.calls import LaneContext, claim_next_call, finish_call
 from judges.models import CachedReply, JudgeCall, JudgeRun
 from tests import factories
-from tests.judges.conftest import make_judge
+from tests.judges.conftest import make_judge, run_to_end
 
 PAIRWISE_TEMPLATE = (
     "Compare. Reply with JSON with pairwise_choice and explanation.\n{history}\n{prompt}\n"
@@ -21,13 +21,6 @@ def setup_evaluation(project, *, kind="likert", items=4, template=None):
     dataset = factories.make_dataset(project, items=items)
     evaluation = factories.make_evaluation(project, dataset, [version])
     return version, evaluation
-
-
-def run_to_end(judge, evaluation, version) -> JudgeRun:
-    run = services.launch_run(judge=judge, evaluation=evaluation, rubric_version=version)
-    services.work_lane(run_id=run.pk, lane=0)
-    run.refresh_from_db()
-    return run
 
 
 def test_likert_run_stores_one_rating_per_item_with_raw_output_tokens_and_attempts(project, fake_llm):

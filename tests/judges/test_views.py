@@ -7,7 +7,7 @@ from django.urls import reverse
 from judges import services
 from judges.models import Judge, JudgeCall, JudgeRun
 from tests import factories
-from tests.judges.conftest import TEST_KEY_ENV, make_judge
+from tests.judges.conftest import TEST_KEY_ENV, judge_form_data, make_judge
 
 
 @pytest.fixture
@@ -51,49 +51,18 @@ def test_simulated_judges_are_labelled_in_the_list(researcher_client, project, j
 
 
 def test_creating_a_judge_with_a_server_credential_stores_its_name_not_a_key(researcher_client, project):
-    response = researcher_client.post(
-        reverse("judge_create", args=[project.slug]),
-        {
-            "name": "gpt judge",
-            "base_url": "https://api.example.test/v1",
-            "model": "gpt-4o-mini",
-            "credential": f"env:{TEST_KEY_ENV}",
-            "temperature": "0",
-            "max_tokens": "64",
-            "samples": "1",
-            "requests_per_minute": "500",
-            "tokens_per_minute": "0",
-            "concurrency": "8",
-            "price_input_per_million": "0.15",
-            "price_output_per_million": "0.6",
-            "request_timeout": "30",
-            "cache_enabled": "on",
-        },
+    form = judge_form_data(
+        credential=f"env:{TEST_KEY_ENV}", requests_per_minute="500", cache_enabled="on", request_timeout="30"
     )
+    response = researcher_client.post(reverse("judge_create", args=[project.slug]), form)
     judge = Judge.objects.get(name="gpt judge")
     assert response.status_code == 302
     assert judge.api_key_env == TEST_KEY_ENV and not judge.api_key_encrypted and not judge.is_simulated
 
 
 def test_a_key_given_as_the_credential_is_refused_naming_the_setting(researcher_client, project):
-    response = researcher_client.post(
-        reverse("judge_create", args=[project.slug]),
-        {
-            "name": "oops",
-            "base_url": "https://api.example.test/v1",
-            "model": "m",
-            "credential": "sk-abc-123",
-            "temperature": "0",
-            "max_tokens": "64",
-            "samples": "1",
-            "requests_per_minute": "0",
-            "tokens_per_minute": "0",
-            "concurrency": "1",
-            "price_input_per_million": "0",
-            "price_output_per_million": "0",
-            "request_timeout": "30",
-        },
-    )
+    form = judge_form_data(name="oops", credential="sk-abc-123")
+    response = researcher_client.post(reverse("judge_create", args=[project.slug]), form)
     assert response.status_code == 200
     page = response.content.decode()
     assert "That is not a server credential" in page and "CONCORD_JUDGE_CREDENTIALS" in page

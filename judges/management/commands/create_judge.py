@@ -76,7 +76,9 @@ class Command(BaseCommand):
         form = JudgeForm(data, project=project)
         if not form.is_valid():
             raise CommandError(" ".join(_errors(form)))
-        judge = form.save()
+        judge = form.save(commit=False)
+        judge.project = project
+        judge.save()
         self.stdout.write(
             f"Judge {judge.name} (id {judge.pk}) created in project {project.slug}: {judge.model} at "
             f"{judge.base_url}, API key: {judge.credential_label}."
