@@ -6,10 +6,14 @@ Each test states what must hold on a shared lab server; each failed on the code 
 import csv
 import io
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from axes.models import AccessAttempt
+from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from datasets.models import Item
 from evaluations import exports
@@ -168,3 +172,51 @@ def test_every_csv_writer_in_the_code_goes_through_safe_csv():
         if re.search(r"\bcsv\.(writer|DictWriter)\(", text):
             offenders.append(str(relative))
     assert offenders == []
+
+
+# --- Login throttling -------------------------------------------------------------------------
+
+
+def login(address: str, username: str, password: str):
+    return Client(REMOTE_ADDR=address).post("/login/", {"username": username, "password": password})
+
+
+def guess_wrong(address: str, username: str) -> None:
+    """Five wrong passwords: the fifth failure already answers with the lockout page."""
+    statuses = [login(address, username, f"guess-{n}").status_code for n in range(5)]
+    assert statuses == [200, 200, 200, 200, 429]
+
+
+@pytest.mark.django_db
+def test_five_wrong_passwords_lock_the_username_at_that_address_even_for_the_right_one(annotator):
+    guess_wrong("203.0.113.5", annotator.username)
+    locked = login("203.0.113.5", annotator.username, "pw-concord-123")
+    assert locked.status_code == 429
+    page = locked.content.decode()
+    assert "logging in is locked for" in page and "15 more minutes" in page
+    assert "_auth_user_id" not in locked.wsgi_request.session
+
+
+@pytest.mark.django_db
+def test_the_lock_holds_only_for_that_username_and_address(annotator, researcher):
+    guess_wrong("203.0.113.5", annotator.username)
+    assert login("198.51.100.7", annotator.username, "pw-concord-123").status_code == 302
+    assert login("203.0.113.5", researcher.username, "pw-concord-123").status_code == 302
+
+
+@pytest.mark.django_db
+def test_the_lock_lapses_after_the_cool_off(annotator):
+    guess_wrong("203.0.113.5", annotator.username)
+    AccessAttempt.objects.update(attempt_time=timezone.now() - timedelta(minutes=16))
+    assert login("203.0.113.5", annotator.username, "pw-concord-123").status_code == 302
+
+
+@pytest.mark.django_db
+def test_staff_unlock_a_locked_login_in_the_admin(annotator, admin_client):
+    guess_wrong("203.0.113.5", annotator.username)
+    attempt = AccessAttempt.objects.get(username=annotator.username)
+    page = admin_client.get("/admin/axes/accessattempt/")
+    assert annotator.username in page.content.decode()
+    deleted = admin_client.post(f"/admin/axes/accessattempt/{attempt.pk}/delete/", {"post": "yes"})
+    assert deleted.status_code == 302
+    assert login("203.0.113.5", annotator.username, "pw-concord-123").status_code == 302
