@@ -49,7 +49,7 @@ def test_researcher_edits_the_scale_once_and_form_and_prompt_follow(
         assert clipped(page) == [] and not page_scrolls_sideways(page)
 
         copy = Rubric.objects.get(project=project)
-        version = copy.latest_version()
+        version = copy.versions.latest("number")
         assert copy.name == f"Repetition ({viewport})"
         assert version.scale[4]["description"].startswith(NEW)
         assert NEW in render_prompt(version, factories_item())
