@@ -129,3 +129,17 @@ def test_item_browser_and_upload_page_show_empty_responses(researcher_client, pr
     item = Item.objects.get(external_id="e-1")
     detail = researcher_client.get(reverse("item_detail", args=[project.slug, dataset.pk, item.pk]))
     assert 'data-role="empty-text">(empty response)' in detail.content.decode()
+
+
+def test_rating_page_shows_an_empty_answer_as_empty_response(annotator_client, project, annotator):
+    from tests import factories
+
+    dataset = factories.make_dataset(project, items=1)
+    Item.objects.filter(dataset=dataset).update(
+        response={"speaker": "BOT", "text": ""}, baseline={"speaker": "BOT", "text": " "}
+    )
+    likert = factories.make_rubric(project=project, name="Repetition")
+    pairwise = factories.make_rubric(project=project, name="Which is better", kind="pairwise")
+    evaluation = factories.make_evaluation(project, dataset, [likert, pairwise], annotators=[annotator])
+    page = annotator_client.get(reverse("rate_next", args=[project.slug, evaluation.pk]), follow=True)
+    assert page.content.decode().count('data-role="empty-text">(empty response)') >= 2
