@@ -75,7 +75,7 @@ def with_version_ids(evaluation: Evaluation, rubrics: list[dict]) -> list[dict]:
     for rubric in rubrics:
         version_id = ids.get((rubric["rubric"], rubric["version"]))
         rubric["disagreement_groups"] = [
-            {"model": model, "entries": entries, "query": urlencode({"version": version_id, "model": model})}
+            {"model": model, "entries": entries, "query": _nav_query(version_id, model)}
             for model, entries in rubric["disagreements_by_model"].items()
         ]
     return rubrics
@@ -94,8 +94,8 @@ def _disagreements_of(request, evaluation: Evaluation) -> tuple[RubricVersion, s
     return version, model, ranked_disagreements(evaluation=evaluation, version=version, model=model)
 
 
-def _nav_query(version: RubricVersion, model: str) -> str:
-    return urlencode({"version": version.pk, "model": model})
+def _nav_query(version_id: int | None, model: str) -> str:
+    return urlencode({"version": version_id, "model": model})
 
 
 @require_GET
@@ -111,7 +111,7 @@ def agreement_disagreements(request, slug: str, pk: int):
         "version": version,
         "model": model,
         "page_obj": page_obj,
-        "query": _nav_query(version, model),
+        "query": _nav_query(version.pk, model),
     }
     return render(request, "agreement/agreement_disagreements.html", context)
 
@@ -126,7 +126,7 @@ def disagreement_nav(request, evaluation: Evaluation, item: Item) -> dict | None
         return None
     return {
         "model": model, "version": version, "position": position + 1, "total": len(entries),
-        "before": before, "after": after, "query": _nav_query(version, model),
+        "before": before, "after": after, "query": _nav_query(version.pk, model),
         "page": position // DISAGREEMENTS_PER_PAGE + 1,
     }  # fmt: skip
 
