@@ -140,8 +140,9 @@ def _rename(*, rubric: Rubric, project: Project, name: str) -> None:
         return
     if len(name) > 200:
         raise ValidationError("name: at most 200 characters.")
-    if Rubric.objects.filter(project=project, name__iexact=name).exclude(pk=rubric.pk).exists():
-        raise ValidationError(f"name: this project already has a rubric named {name}.")
+    taken = Rubric.objects.filter(project=project, name__iexact=name).exclude(pk=rubric.pk).first()
+    if taken:
+        raise ValidationError(f"name: this project already has a rubric named {taken.name}.")
     Rubric.objects.filter(pk=rubric.pk).update(name=name)
     rubric.name = name
 

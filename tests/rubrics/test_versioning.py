@@ -132,3 +132,12 @@ def test_builtins_load_once_with_names_kinds_targets_and_the_repair_note(db):
     assert "can’t" in context_fit.prompt_template and "canâ€™t" not in context_fit.prompt_template
     assert "Repaired mojibake" in context_fit.notes
     assert [v.notes for v in created if v != context_fit] == ["", "", ""]
+
+
+def test_renaming_a_project_rubric_alone_makes_no_new_version(project):
+    first = factories.make_rubric(project=project, name="Warmth", template=FIELDS_TEMPLATE)
+    factories.make_rubric(project=project, name="Taken", template=FIELDS_TEMPLATE)
+    same = edit_rubric(rubric=first.rubric, project=project, changes={}, name="Kindness")
+    assert same == first and Rubric.objects.get(pk=first.rubric_id).name == "Kindness"
+    with pytest.raises(ValidationError, match="already has a rubric named Taken"):
+        edit_rubric(rubric=first.rubric, project=project, changes={}, name="taken")
