@@ -480,7 +480,7 @@ class _LongGroup:
                 )
             )
         for name, value, limit in (("speaker", speaker, MAX_SPEAKER_CHARS), ("text", text, MAX_TEXT_CHARS)):
-            if not value.strip():
+            if name == "speaker" and not value.strip():  # an empty text is an empty turn, not an error
                 self.errors.append(RecordError(f"missing {name}", line=number, field=name))
             elif len(value) > limit:
                 self.errors.append(

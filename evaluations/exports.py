@@ -278,7 +278,7 @@ def wide_csv(evaluation: Evaluation) -> Iterator[bytes]:
             .iterator(chunk_size=ROWS_PER_FETCH)
         )
         pending = next(ratings, None)
-        items = Item.objects.filter(dataset_id=evaluation.dataset_id).order_by("position")
+        items = evaluation.items().order_by("position")
         for item_id, external_id in items.values_list("pk", "external_id").iterator(
             chunk_size=ROWS_PER_FETCH
         ):

@@ -41,7 +41,6 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from datasets.models import Item
 from rubrics.models import Rubric, RubricVersion
 
 from .models import Evaluation, Rater, Rating, RatingRevision
@@ -271,9 +270,7 @@ class _Resolver:
 
     def __init__(self, evaluation: Evaluation):
         self.evaluation = evaluation
-        self.items = dict(
-            Item.objects.filter(dataset_id=evaluation.dataset_id).values_list("external_id", "pk").iterator()
-        )
+        self.items = dict(evaluation.items().values_list("external_id", "pk").iterator())
         self.versions = list(
             evaluation.rubric_versions.select_related("rubric").order_by("rubric__name", "number")
         )

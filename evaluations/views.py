@@ -51,6 +51,7 @@ def evaluation_create(request: HtmxHttpRequest, slug: str) -> HttpResponse:
                 overlap=data["overlap"],
                 order=data["order"],
                 created_by=request.user,
+                exclude_lacking=data["exclude_lacking"],
             )
         except ValidationError as error:
             for message in error.messages:

@@ -67,7 +67,7 @@ def cost_of(params: dict, *, prompt_tokens: int, completion_tokens: int) -> Deci
 def estimate_run(*, judge: Judge, evaluation: Evaluation, rubric_version: RubricVersion) -> Estimate:
     """Calls, tokens and cost of a run before launch (prompt length from up to 50 rendered items)."""
     params = judge.parameters()
-    items = evaluation.dataset.items.all()
+    items = evaluation.items()
     count = items.count()
     orders = orders_for(params, rubric_version)
     calls = count * params["samples"] * len(orders)
@@ -106,7 +106,7 @@ def check_launch(*, judge: Judge, evaluation: Evaluation, rubric_version: Rubric
         )
     if not evaluation.rubric_versions.filter(pk=rubric_version.pk).exists():
         raise ValidationError(f"Rubric version {rubric_version} is not part of evaluation {evaluation.name}.")
-    items = evaluation.dataset.items.all()
+    items = evaluation.items()
     if not items.exists():
         raise ValidationError(f"Dataset {evaluation.dataset.name} has no items to judge.")
     if rubric_version.requires_baseline:
@@ -140,7 +140,7 @@ def launch_run(
             parameters=params,
             created_by=created_by,
         )
-        item_ids = list(evaluation.dataset.items.order_by("position").values_list("pk", flat=True))
+        item_ids = list(evaluation.items().order_by("position").values_list("pk", flat=True))
         calls = [
             JudgeCall(run=run, item_id=item_id, sample=sample, swapped=swapped)
             for item_id in item_ids

@@ -16,7 +16,7 @@ from django.db.models.lookups import LessThan
 from django.utils import timezone
 
 from datasets.models import Item
-from evaluations.models import Evaluation, Rater, Rating, RatingRevision
+from evaluations.models import Evaluation, ExcludedItem, Rater, Rating, RatingRevision
 from rubrics.models import Rubric, RubricVersion
 
 from .models import Assignment, Slot, pairwise_left_side, shuffled_rank
@@ -91,7 +91,7 @@ def _queue_length(evaluation: Evaluation) -> int:
 
 
 def _dataset_size(evaluation: Evaluation) -> int:
-    return Item.objects.filter(dataset_id=evaluation.dataset_id).count()
+    return evaluation.items().count()
 
 
 def _insert_slots_in_sql(*, evaluation: Evaluation, shuffled: bool) -> None:
@@ -102,20 +102,22 @@ def _insert_slots_in_sql(*, evaluation: Evaluation, shuffled: bool) -> None:
         else "i.position"
     )
     params: list[int] = [evaluation.pk] + ([evaluation.pk] if shuffled else [])
-    params += [evaluation.dataset_id, evaluation.pk]
+    params += [evaluation.dataset_id, evaluation.pk, evaluation.pk]
     table = Slot._meta.db_table
+    excluded = ExcludedItem._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {table} (evaluation_id, item_id, rank, claims, is_open) "
             f"SELECT %s, i.id, {rank}, 0, true FROM {Item._meta.db_table} i WHERE i.dataset_id = %s "
-            f"AND NOT EXISTS (SELECT 1 FROM {table} s WHERE s.evaluation_id = %s AND s.item_id = i.id)",
+            f"AND NOT EXISTS (SELECT 1 FROM {table} s WHERE s.evaluation_id = %s AND s.item_id = i.id) "
+            f"AND NOT EXISTS (SELECT 1 FROM {excluded} e WHERE e.evaluation_id = %s AND e.item_id = i.id)",
             params,
         )
 
 
 def _insert_slots_in_python(*, evaluation: Evaluation, shuffled: bool) -> None:
     queued = set(Slot.objects.filter(evaluation=evaluation).values_list("item_id", flat=True))
-    items = Item.objects.filter(dataset_id=evaluation.dataset_id).values_list("id", "position")
+    items = evaluation.items().values_list("id", "position")
     Slot.objects.bulk_create(
         (
             Slot(
@@ -472,7 +474,13 @@ def share_of(*, total: int, overlap: int, annotators: int) -> int:
 
 def annotator_progress(*, user) -> list[Progress]:
     """The evaluations `user` annotates, with their done count, their share and the total."""
-    items = Item.objects.filter(dataset_id=OuterRef("dataset_id")).order_by().values("dataset_id")
+    left_out = ExcludedItem.objects.filter(evaluation_id=OuterRef(OuterRef("pk")), item_id=OuterRef("pk"))
+    items = (
+        Item.objects.filter(dataset_id=OuterRef("dataset_id"))
+        .exclude(Exists(left_out))
+        .order_by()
+        .values("dataset_id")
+    )
     done = Assignment.objects.filter(evaluation_id=OuterRef("pk"), user=user, status=Status.DONE)
     through = Evaluation.annotators.through
     annotators = through.objects.filter(evaluation_id=OuterRef("pk")).order_by().values("evaluation_id")
