@@ -153,14 +153,18 @@ def _pair(item, assignment: Assignment, forms: list[RubricForm]) -> Pair | None:
 
 
 def _stage_forms(forms: list[RubricForm], pair: Pair | None, stage: str | None) -> tuple[str, list, list]:
-    """(stage, forms shown, pairwise forms carried as hidden fields) for a mixed evaluation's two stages."""
+    """(stage, forms shown, forms of the other stage carried as hidden fields) for a mixed evaluation.
+
+    Carrying the other stage's answers keeps them through the step: the comparison made, or the
+    answers being revised or brought back by an undo.
+    """
     pairwise = [form for form in forms if form.kind == Rubric.Kind.PAIRWISE]
     others = [form for form in forms if form.kind != Rubric.Kind.PAIRWISE]
     if pair is None or not pairwise or not others:
         return "", forms, []
     if stage == REST and all(form.selected for form in pairwise):  # the rest only once the comparison is made
         return REST, others, pairwise
-    return COMPARE, pairwise, []
+    return COMPARE, pairwise, others
 
 
 def _undo_offer(evaluation: Evaluation, assignment: Assignment) -> Assignment | None:

@@ -180,11 +180,14 @@ def rate_submit(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -> H
     versions = services.evaluation_versions(evaluation)
     typed = pages.typed_values(request.POST)
     comparing = request.POST.get("stage") == pages.COMPARE
-    if comparing:  # the first of two stages: check the comparison, then show the other rubrics
-        versions = [version for version in versions if version.kind == Rubric.Kind.PAIRWISE]
     answers, errors = services.read_answers(
         versions=versions, data=request.POST, left_side=assignment.left_side
     )
+    if comparing:  # the first of two stages: only the comparison is checked before the other rubrics
+        pairwise = {str(version.pk) for version in versions if version.kind == Rubric.Kind.PAIRWISE}
+        errors.fields = {
+            key: text for key, text in errors.fields.items() if key.partition("-")[2] in pairwise
+        }
     if errors:
         context = pages.rating_context(
             evaluation=evaluation,

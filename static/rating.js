@@ -135,7 +135,8 @@
         : form.querySelector('fieldset.rubric-form[data-kind="pairwise"]');
       if (target && pick(form, target, key)) { event.preventDefault(); }
     } else if (key === "k") {
-      var reason = document.getElementById("skip-reason");
+      // No id on the box: htmx would put the focus back into the next item's box after a skip.
+      var reason = document.querySelector("#set-aside input[name=reason]");
       if (reason) {
         event.preventDefault();
         reason.scrollIntoView({ block: "center" });
