@@ -186,6 +186,7 @@ def rating_context(
     versions: list[RubricVersion] | None = None,
     notice: str = "",
     stage: str | None = None,
+    shown_at: str | None = None,
 ) -> dict:
     """Everything the rating page shows for one item: dialog, pair, its stage's forms, errors, progress."""
     versions = versions if versions is not None else services.evaluation_versions(evaluation)
@@ -211,7 +212,8 @@ def rating_context(
         "reason": values.get("reason", "") if typed is not None else "",
         "reason_error": errors.fields.get("reason", ""),
         "notice": notice,
-        "shown_at": f"{time.time():.1f}",
+        # Kept through the comparison step and refusals, so seconds_spent covers the whole item.
+        "shown_at": shown_at if services.seconds_since(shown_at) is not None else f"{time.time():.1f}",
         "progress": progress[0] if progress else None,
         "revising": assignment.status == Assignment.Status.DONE,
         "set_aside_before": set_aside_before,

@@ -193,13 +193,18 @@ def rate_submit(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -> H
             evaluation=evaluation,
             assignment=assignment,
             typed=typed,
+            shown_at=request.POST.get("shown_at"),
             errors=errors,
             stage=_stage_of(errors, versions),
         )
         return _refused(request, context, status=400)
     if comparing:
         context = pages.rating_context(
-            evaluation=evaluation, assignment=assignment, typed=typed, stage=pages.REST
+            evaluation=evaluation,
+            assignment=assignment,
+            typed=typed,
+            shown_at=request.POST.get("shown_at"),
+            stage=pages.REST,
         )
         return render(request, RATE_TEMPLATE + ("#panel" if request.htmx else ""), context)
     was_done = assignment.status == Assignment.Status.DONE
@@ -214,7 +219,12 @@ def rate_submit(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -> H
     except services.RatingRefused as refusal:
         errors = services.AnswerErrors(general=[refusal.message])
         context = pages.rating_context(
-            evaluation=evaluation, assignment=assignment, typed=typed, errors=errors, stage=pages.REST
+            evaluation=evaluation,
+            assignment=assignment,
+            typed=typed,
+            shown_at=request.POST.get("shown_at"),
+            errors=errors,
+            stage=pages.REST,
         )
         return _refused(request, context, status=409)
     if was_done:

@@ -3,6 +3,7 @@
 import csv
 import io
 import re
+import time
 
 import pytest
 from django.urls import reverse
@@ -228,3 +229,29 @@ def test_demo_04_export_lets_a_reader_match_the_explanation_to_its_side(
         reverse("agreement_item", args=[project.slug, evaluation.pk, item.pk])
     ).content.decode()
     assert "as shown: <strong>A</strong> · left was the response" in page and explanation in page
+
+
+def test_the_comparison_step_carries_the_other_answers_and_the_clock(
+    annotator_client, evaluation, likert, pairwise, annotator
+):
+    assignment = reserve(annotator_client, evaluation)
+    annotator_client.post(
+        url("rate_submit", evaluation, assignment.item_id), answers(likert, pairwise, value="2")
+    )
+    # Revising: step 1 shows the comparison with the other rubric's answer carried, unseen.
+    page = annotator_client.get(url("rate_item", evaluation, assignment.item_id)).content.decode()
+    assert f'type="hidden" name="rubric-{likert.pk}" value="2"' in page
+    started = f"{time.time() - 40:.1f}"
+    step = {
+        f"rubric-{pairwise.pk}": "B",
+        f"explanation-{pairwise.pk}": "B is kinder.",
+        f"rubric-{likert.pk}": "2",
+        "stage": "compare",
+        "shown_at": started,
+    }
+    rest = annotator_client.post(url("rate_submit", evaluation, assignment.item_id), step).content.decode()
+    assert 'value="2" data-key="2" checked' in rest and f'name="shown_at" value="{started}"' in rest
+    final = step | {"stage": "rest", f"rubric-{likert.pk}": "3"}
+    assert annotator_client.post(url("rate_submit", evaluation, assignment.item_id), final).status_code == 302
+    rating = Rating.objects.get(rater__user=annotator, rubric_version=likert)
+    assert rating.value == "3" and rating.seconds_spent is not None and rating.seconds_spent >= 40
