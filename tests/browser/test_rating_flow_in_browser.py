@@ -61,6 +61,7 @@ def test_annotator_lands_on_the_queue_and_the_comparison_is_blind(screen, viewpo
     # The dialog stops at the prompt; the two replies are only the cards, and the DOM does not say
     # which is the rated response.
     chat = page.inner_text(".dialog-card .chat")
+    assert item.baseline is not None
     assert item.response["text"] not in chat and item.baseline["text"] not in chat
     cards = page.locator(".pair .side").all_inner_texts()
     assert sum(item.response["text"] in card for card in cards) == 1
