@@ -167,6 +167,13 @@ class Rating(models.Model):
     def __str__(self) -> str:
         return f"{self.rater} on {self.item_id}: {self.value or 'parse failure'}"
 
+    @property
+    def value_as_shown(self) -> str:
+        """The value in the letters the rater saw (pairwise: A = their left card), as explanations use."""
+        from .values import value_as_shown
+
+        return value_as_shown(self.value, self.side_shown)
+
 
 class RatingRevision(models.Model):
     """An earlier value of a rating, kept when a person revises it."""

@@ -7,9 +7,10 @@ suffix, or by a first character `{`), UTF-8 with or without BOM, with these colu
   evaluation's rubric versions), rater (a name), rater_kind (human | model), value;
 - optional: explanation; rubric_version (the version number, as the long export writes it);
   parse_failed (true/false, 1/0, yes/no: a judge reply that could not be parsed, value may be
-  empty then); side_shown (pairwise only: baseline | response).
-- created and updated (written by the long export) and any other column are read but not used;
-  the result lists them as ignored columns.
+  empty then); left_was (pairwise only: baseline | response, what the rater saw on the left; the
+  older name side_shown is read too).
+- value_as_shown, created and updated (written by the long export: value_as_shown follows from value
+  and left_was) and any other column are read but not used; the result lists them as ignored columns.
 - CSV cells that the export protected for spreadsheets ("'=1+1") get their one added apostrophe
   removed (`evaluations.safe_csv.restore`).
 
@@ -48,7 +49,7 @@ from .safe_csv import restore
 from .values import canonical_value
 
 REQUIRED_COLUMNS = ("item_id", "rubric", "rater", "rater_kind", "value")
-OPTIONAL_COLUMNS = ("explanation", "rubric_version", "parse_failed", "side_shown")
+OPTIONAL_COLUMNS = ("explanation", "rubric_version", "parse_failed", "left_was", "side_shown")
 MAX_REPORTED = 1000
 BATCH_SIZE = 5000
 MAX_RATER_NAME = 200  # Rater.name
@@ -369,10 +370,12 @@ class _Resolver:
         kind = check(
             "rater_kind", self._memo(("kind", rater_name, raw_kind), self.rater_kind, rater_name, raw_kind)
         )
-        failed_text, side_text = record.get("parse_failed") or "", record.get("side_shown") or ""
+        failed_text = record.get("parse_failed") or ""
+        side_column = "left_was" if record.get("left_was") else "side_shown"
+        side_text = record.get(side_column) or ""
         parse_failed = check("parse_failed", self._memo(("failed", failed_text), _boolean, failed_text))
         side_shown = check(
-            "side_shown", self._memo(("side", side_text, version), _side_shown, side_text, version)
+            side_column, self._memo(("side", side_text, version), _side_shown, side_text, version)
         )
         value, raw = "", record["value"]
         if version is not None and kind is not None and not (parse_failed and not raw.strip()):
@@ -405,9 +408,9 @@ def _boolean(text: str) -> bool:
 def _side_shown(text: str, version: RubricVersion | None) -> str:
     side = text.strip().lower()
     if side not in {"", "baseline", "response"}:
-        raise ValueError(f"side_shown must be baseline, response or empty, not '{text}'")
+        raise ValueError(f"left_was must be baseline, response or empty, not '{text}'")
     if side and version is not None and version.rubric.kind != Rubric.Kind.PAIRWISE:
-        raise ValueError(f"side_shown is only for pairwise rubrics; {version} is {version.rubric.kind}")
+        raise ValueError(f"left_was is only for pairwise rubrics; {version} is {version.rubric.kind}")
     return side
 
 

@@ -20,11 +20,21 @@ from .models import Membership, Project
 @require_GET
 @login_required
 def project_list(request):
+    if _rates_only(request.user):  # annotators land on their rating queue, with nothing they cannot open
+        return redirect("annotator_home")
     context = {
         "projects": projects_for(request.user),
         "may_create_projects": may_create_projects(request.user),
     }
     return render(request, "projects/project_list.html", context)
+
+
+def _rates_only(user) -> bool:
+    """An annotator and nothing more: a member of projects only as annotator, not staff."""
+    if user.is_staff or user.is_superuser:
+        return False
+    roles = set(Membership.objects.filter(user=user).values_list("role", flat=True))
+    return roles == {Membership.Role.ANNOTATOR}
 
 
 @require_http_methods(["GET", "POST"])
