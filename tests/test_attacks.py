@@ -289,8 +289,8 @@ def test_pasted_rubric_text_over_the_file_limit_is_refused(researcher_client, pr
 
 def test_rubric_page_shows_only_this_projects_rating_counts_on_a_builtin(project, researcher_client):
     ensure_builtin_rubrics()
-    builtin = Rubric.objects.filter(project__isnull=True).order_by("builtin_key").first()
-    version = builtin.latest_version()
+    builtin = Rubric.objects.filter(project__isnull=True).order_by("builtin_key")[0]
+    version = builtin.versions.latest("number")
     other = factories.make_project(name="Rival lab")
     dataset = factories.make_dataset(other, items=3)
     evaluation = factories.make_evaluation(other, dataset, [version])
