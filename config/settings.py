@@ -187,6 +187,8 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "project_list"
+LOGOUT_REDIRECT_URL = "login"
 
 # Login throttling (django-axes): after LOGIN_FAILURE_LIMIT failed logins for one username from one address,
 # that pair is locked for LOGIN_LOCKOUT_MINUTES after its last attempt; staff can unlock it in the admin
@@ -199,8 +201,6 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "config.lockout.login_locked"
 AXES_VERBOSE = False
-LOGIN_REDIRECT_URL = "project_list"
-LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -232,10 +232,9 @@ CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 365 * 24 * 3600)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", not DEBUG)
-SESSION_COOKIE_HTTPONLY = True
-X_FRAME_OPTIONS = "DENY"
 
-# The demo project and its users with the published password: only when asked for, or in debug.
+# The demo project and its users with the published password: only when asked for, or in debug
+# (bin/concord reads it; checked here so that a malformed value stops start-up).
 CONCORD_DEMO = env_bool("CONCORD_DEMO", DEBUG)
 
 # Who may create projects: "staff" (is_staff users; they then give access through membership) or "everyone".

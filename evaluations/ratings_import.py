@@ -42,6 +42,7 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from datasets import safe_json
 from rubrics.models import Rubric, RubricVersion
 
 from .models import Evaluation, Rater, Rating, RatingRevision
@@ -216,9 +217,12 @@ def _jsonl_records(path: Path) -> Iterator[tuple[int, Record]]:
         if not text.strip():
             continue
         try:
-            obj = json.loads(text)
+            obj = safe_json.loads(text)
         except json.JSONDecodeError as error:
             yield number, Problem(number, None, f"malformed JSON: {error.msg} at column {error.colno}")
+            continue
+        except safe_json.NestedTooDeep as error:
+            yield number, Problem(number, None, str(error))
             continue
         if not isinstance(obj, dict):
             yield number, Problem(number, None, f"expected a JSON object, found a {type(obj).__name__}")

@@ -146,6 +146,10 @@ class RubricImportForm(forms.Form):
                 raise forms.ValidationError(f"{upload.name}: not UTF-8 text (byte {error.start}).") from None
             cleaned["filename"] = upload.name
         elif text.strip():
+            if len(text.encode("utf-8")) > MAX_RUBRIC_BYTES:
+                raise forms.ValidationError(
+                    f"The pasted text is larger than the {MAX_RUBRIC_BYTES // 1024} KB a rubric may have."
+                )
             cleaned["source"], cleaned["filename"] = normalise_newlines(text), None
         else:
             raise forms.ValidationError(

@@ -8,13 +8,14 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.db.models import Count, Q
+from django.db.models import Count, Exists, OuterRef, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.middleware import HtmxDetails
 
+from evaluations.models import Rating
 from projects.access import RESEARCHER, get_project_for
 from projects.models import Project
 
@@ -112,7 +113,12 @@ def previous_version(rubric: Rubric, version: RubricVersion) -> RubricVersion | 
 
 
 def detail_context(project: Project, rubric: Rubric, version: RubricVersion, params) -> dict:
-    versions = rubric.versions.annotate(rating_count=Count("ratings")).order_by("-number")
+    # This project's ratings only: a built-in's use in other projects is not this project's business.
+    # Whether a version is frozen (rated anywhere) is shown, since it decides what an edit does.
+    versions = rubric.versions.annotate(
+        rating_count=Count("ratings", filter=Q(ratings__evaluation__project=project)),
+        used=Exists(Rating.objects.filter(rubric_version=OuterRef("pk"))),
+    ).order_by("-number")
     previous = previous_version(rubric, version)
     return {
         "previous": previous,

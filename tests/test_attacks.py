@@ -5,6 +5,7 @@ Each test states what must hold on a shared lab server; each failed on the code 
 
 import csv
 import io
+import json
 import re
 from datetime import timedelta
 from pathlib import Path
@@ -16,10 +17,14 @@ from django.urls import reverse
 from django.utils import timezone
 
 from datasets.models import Item
+from datasets.services import import_dataset
 from evaluations import exports
-from evaluations.ratings_import import import_ratings
+from evaluations.ratings_import import RatingsImportError, import_ratings
 from evaluations.safe_csv import PLAIN_NUMBER
 from projects.models import Project
+from rubrics.builtins import ensure_builtin_rubrics
+from rubrics.forms import MAX_RUBRIC_BYTES
+from rubrics.models import Rubric
 from tests import factories
 
 # --- Who may create projects ------------------------------------------------------------------
@@ -220,3 +225,78 @@ def test_staff_unlock_a_locked_login_in_the_admin(annotator, admin_client):
     deleted = admin_client.post(f"/admin/axes/accessattempt/{attempt.pk}/delete/", {"post": "yes"})
     assert deleted.status_code == 302
     assert login("203.0.113.5", annotator.username, "pw-concord-123").status_code == 302
+
+
+# --- Deeply nested JSON, oversized pasted rubrics, other projects' counts -----------------------
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize("depth", [100, 100_000])
+def test_dataset_jsonl_item_nested_too_deep_is_refused_with_its_line(project, tmp_path, depth):
+    path = tmp_path / "deep.jsonl"
+    good = json.dumps(
+        {"id": "a", "turns": [{"speaker": "USER", "text": "hi"}, {"speaker": "BOT", "text": "ho"}]}
+    )
+    path.write_text(good + "\n" + '{"id": "b", "metadata": {"x": ' + nested(depth) + "}}\n")
+    before = Item.objects.count()
+    result = import_dataset(project=project, name="Deep", path=path)
+    assert not result.ok and Item.objects.count() == before
+    assert [(error.line, "more than 64 levels deep" in error.message) for error in result.errors] == [
+        (2, True)
+    ]
+
+
+def test_dataset_json_array_item_nested_too_deep_is_refused_with_its_line(project, tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text(
+        '[\n{"id": "a", "response": "hi"},\n{"id": "b", "response": "ho", "metadata": ' + nested(80) + "}\n]"
+    )
+    result = import_dataset(project=project, name="Deep", path=path)
+    assert not result.ok
+    assert [(error.line, "more than 64 levels deep" in error.message) for error in result.errors] == [
+        (3, True)
+    ]
+
+
+def test_dataset_json_array_nested_beyond_the_parser_is_refused_not_crashed(project, tmp_path):
+    path = tmp_path / "deeper.json"
+    path.write_text('[\n{"id": "b", "response": "ho", "metadata": ' + nested(200_000) + "}\n]")
+    result = import_dataset(project=project, name="Deep", path=path)
+    assert not result.ok
+    assert result.errors[0].line == 2 and "more than 64 levels deep" in result.errors[0].message
+
+
+def test_ratings_jsonl_nested_too_deep_is_refused_with_its_line(hostile_evaluation, tmp_path):
+    path = tmp_path / "ratings.jsonl"
+    row = {"item_id": "d-1", "rubric": "Signed", "rater": "eve", "rater_kind": "human", "value": "1"}
+    path.write_text(json.dumps(row) + "\n" + json.dumps(row)[:-1] + ', "extra": ' + nested(100_000) + "}\n")
+    with pytest.raises(RatingsImportError, match="line 2: the JSON nests lists and objects more than 64"):
+        import_ratings(evaluation=hostile_evaluation, path=path)
+
+
+def test_pasted_rubric_text_over_the_file_limit_is_refused(researcher_client, project):
+    text = "Rate the response.\n{{Dialog}}\n" + "x" * MAX_RUBRIC_BYTES
+    response = researcher_client.post(
+        reverse("rubric_import", args=[project.slug]), {"text": text, "name": "Big"}
+    )
+    assert response.status_code == 400
+    assert "larger than the 1024 KB a rubric may have" in response.content.decode()
+    assert not Rubric.objects.filter(name="Big").exists()
+
+
+def test_rubric_page_shows_only_this_projects_rating_counts_on_a_builtin(project, researcher_client):
+    ensure_builtin_rubrics()
+    builtin = Rubric.objects.filter(project__isnull=True).order_by("builtin_key")[0]
+    version = builtin.versions.latest("number")
+    other = factories.make_project(name="Rival lab")
+    dataset = factories.make_dataset(other, items=3)
+    evaluation = factories.make_evaluation(other, dataset, [version])
+    rater = factories.make_rater(other, name="rival")
+    for item in dataset.items.all():
+        factories.make_rating(evaluation, item, version, rater, "3")
+    page = researcher_client.get(reverse("rubric_detail", args=[project.slug, builtin.pk])).content.decode()
+    assert "3 ratings" not in page
+    assert "frozen" in page  # that a version is frozen still shows: it decides what an edit does

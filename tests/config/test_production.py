@@ -28,12 +28,20 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+# The test run's database and broker, and DJANGO_ALLOW_ASYNC_UNSAFE (set for the browser tests), which a
+# deployment must not have.
+NOT_INHERITED = {
+    "DATABASE_URL",
+    "CELERY_BROKER_URL",
+    "REDIS_URL",
+    "CONCORD_DEMO",
+    "DEBUG",
+    "DJANGO_ALLOW_ASYNC_UNSAFE",
+}
+
+
 def production_env(var_dir: Path, **extra: str) -> dict[str, str]:
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in {"DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL", "CONCORD_DEMO", "DEBUG"}
-    }
+    env = {key: value for key, value in os.environ.items() if key not in NOT_INHERITED}
     env.update(
         {
             "CONCORD_VAR_DIR": str(var_dir),
