@@ -33,6 +33,9 @@ TOP_LOGPROBS = 10
 COULD_NOT_CONNECT = "could not connect to the endpoint"
 # Headers the openai client fills from the server's environment (OPENAI_ORG_ID, OPENAI_PROJECT_ID).
 ENVIRONMENT_HEADERS = {"openai-organization", "openai-project"}
+# Shorter "keys" (vLLM's customary EMPTY, Ollama's "ollama") guard nothing, and scrubbing them would mangle
+# ordinary words in replies.
+MIN_SECRET_LENGTH = 8
 KEY_SHAPE_RE = re.compile(r"\b(?:sk|key|api[-_]?key)[-_][A-Za-z0-9*_\-.]{3,}", re.I)
 LOGPROB_TOKENS_KEPT = 8
 
@@ -92,7 +95,7 @@ def server_secrets() -> list[str]:
     declared server credential."""
     own = [settings.SECRET_KEY, *(settings.CONCORD_ENCRYPTION_KEY or [])]
     own += [value for name in settings.CONCORD_OWN_SECRETS if (value := os.environ.get(name, ""))]
-    return [value for value in (*own, *credentials.declared_values()) if value]
+    return [value for value in (*own, *credentials.declared_values()) if len(value) >= MIN_SECRET_LENGTH]
 
 
 @sensitive_variables("api_key")
@@ -235,7 +238,8 @@ def _reply(completion: Any, latency_ms: float) -> Reply:
 
 def without_secrets(text: str, api_key: str) -> str:
     """The text with the key and every server secret replaced by ***."""
-    for secret in sorted({api_key, *server_secrets()} - {""}, key=len, reverse=True):
+    own = {api_key} if len(api_key) >= MIN_SECRET_LENGTH else set()
+    for secret in sorted(own | set(server_secrets()), key=len, reverse=True):
         text = text.replace(secret, "***")
     return text
 

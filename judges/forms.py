@@ -83,7 +83,9 @@ class JudgeForm(forms.ModelForm):
         self.project = project
         field = cast(forms.ChoiceField, self.fields["credential"])
         field.choices = key_choices(self.instance)
-        field.initial = self.instance.credential_source if self.instance.pk else KEY_CHOICE_NONE
+        declared = credentials.declared_credentials()
+        first = credentials.ENV_PREFIX + declared[0] if declared else KEY_CHOICE_NONE
+        field.initial = self.instance.credential_source if self.instance.pk else first
         if not credentials.can_store_keys():
             self.fields["api_key"].disabled = True
             self.fields["api_key"].help_text = credentials.cannot_store_message()

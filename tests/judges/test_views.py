@@ -297,3 +297,13 @@ def test_evaluation_page_shows_the_judge_runs_section(researcher_client, project
     ).content.decode()
     assert 'id="evaluation_judge_runs"' in page
     assert reverse("judge_run_detail", args=[project.slug, run.pk]) in page
+
+
+def test_a_form_error_never_renders_the_pasted_key_back(researcher_client, project, judge, settings):
+    from cryptography.fernet import Fernet
+
+    settings.CONCORD_ENCRYPTION_KEY = [Fernet.generate_key().decode()]
+    form = judge_form_data(name=judge.name, credential="pasted", api_key="sk-typed-once-1234567890")
+    response = researcher_client.post(reverse("judge_create", args=[project.slug]), form)
+    page = response.content.decode()
+    assert "already has a judge named" in page and "sk-typed-once-1234567890" not in page
