@@ -5,6 +5,7 @@ from django import forms
 
 from rubrics.models import RubricVersion
 
+from .endpoints import AUTOMATIC
 from .models import Judge
 
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -15,11 +16,13 @@ class JudgeForm(forms.ModelForm):
         model = Judge
         fields = [
             "name",
+            "endpoint",
             "base_url",
             "model",
             "api_key_env",
             "temperature",
             "max_tokens",
+            "reasoning_effort",
             "samples",
             "logprobs",
             "position_swap",
@@ -36,6 +39,10 @@ class JudgeForm(forms.ModelForm):
     def __init__(self, *args, project=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.project = project
+        self.fields["endpoint"].required = False  # left out: automatic
+
+    def clean_endpoint(self):
+        return self.cleaned_data["endpoint"] or AUTOMATIC
 
     def clean_name(self):
         name = self.cleaned_data["name"].strip()
@@ -97,7 +104,7 @@ class RunChoiceForm(forms.Form):
     def __init__(self, *args, evaluation, **kwargs):
         super().__init__(*args, **kwargs)
         cast(forms.ModelChoiceField, self.fields["judge"]).queryset = Judge.objects.filter(
-            project=evaluation.project
+            project=evaluation.project, archived=False
         )
         versions = evaluation.rubric_versions.select_related("rubric").order_by("rubric__name", "number")
         field = cast(forms.ModelMultipleChoiceField, self.fields["rubric_versions"])
