@@ -271,4 +271,6 @@ def list_models(*, base_url: str, api_key_env: str, timeout: float = 10.0, azure
         raise _status_error(error, client.api_key) from None
     except openai.APIConnectionError as error:
         raise TransientError(f"connection error: {error.__cause__ or error}") from None
+    except (AttributeError, TypeError, ValueError) as error:  # not a model list: some other kind of server
+        raise PermanentError(f"{base_url}/models is not an OpenAI model list ({error})") from None
     return [{"id": model.id, "owned_by": getattr(model, "owned_by", "")} for model in page.data]
