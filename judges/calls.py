@@ -141,6 +141,11 @@ def cache_key(*, base_url: str, request: dict) -> str:
     return hashlib.sha256(json.dumps([base_url, request], sort_keys=True).encode()).hexdigest()
 
 
+def keyed(request: dict, sample: int) -> dict:
+    """The request as the cache sees it: families that send no seed still keep their samples apart."""
+    return request if "seed" in request else {**request, "seed": sample}
+
+
 def estimated_tokens(request: dict) -> int:
     limit = request.get("max_tokens") or request.get("max_completion_tokens") or 0
     return len(request["messages"][0]["content"]) // 4 + min(limit, 200)
@@ -271,13 +276,13 @@ def process_call(ctx: LaneContext, call: JudgeCall, token: uuid.UUID) -> str:
         return build_request(params=ctx.params, version=ctx.version, prompt=prompt, sample=call.sample)
 
     request = build()
-    key = cache_key(base_url=params["base_url"], request=request)
+    key = cache_key(base_url=params["base_url"], request=keyed(request, call.sample))
     reply = cached_reply(key) if params["cache_enabled"] else None
     cached, attempts = reply is not None, 0
     if reply is None:
         try:
             reply, attempts, request = ask_with_retries(ctx, build)
-            key = cache_key(base_url=params["base_url"], request=request)
+            key = cache_key(base_url=params["base_url"], request=keyed(request, call.sample))
             check_usable(reply, request=request, want_logprobs=version_wants_logprobs(ctx))
         except RunStopped:
             return "stopped"
