@@ -21,6 +21,7 @@ CHANGES: dict[str, dict] = {
     "seed": {"seed": False},
     "response_format": {"json_schema": False},
     "n": {"n": False},
+    "reasoning_effort": {"reasoning": False},
 }
 SCORING_PARAMETERS = {"logprobs", "top_logprobs"}
 UNSUPPORTED_CODES = {"unsupported_parameter", "unsupported_value"}
@@ -32,6 +33,7 @@ CHANGE_WORDS = {
     "seed": "seed is no longer sent",
     "json_schema": "structured output is replaced by a format instruction in the prompt",
     "n": "one reply per request",
+    "reasoning": "reasoning_effort is no longer sent",
 }
 
 

@@ -102,7 +102,7 @@ class ReasoningFamily(Family):
     def sampling(self, params: dict, accepts: Accepts) -> dict[str, Any]:
         effort = params.get("reasoning_effort")
         sent = super().sampling(params, accepts)
-        return {**sent, "reasoning_effort": effort} if effort else sent
+        return {**sent, "reasoning_effort": effort} if effort and accepts.reasoning else sent
 
 
 OPENAI_CHAT = Family(

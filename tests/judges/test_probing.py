@@ -174,3 +174,17 @@ def test_gemini_and_anthropic_error_bodies_give_their_message(serve, monkeypatch
                 timeout=5,
                 request={"model": "gemini-pro", "messages": [{"role": "user", "content": "hi"}]},
             )
+
+
+def test_the_judge_page_shows_what_the_connection_test_found(researcher_client, project, serve):
+    from django.urls import reverse
+
+    judge = make_judge(project, serve("openai-reasoning"), model="fake-o4")
+    page = researcher_client.get(reverse("judge_detail", args=[project.slug, judge.pk])).content.decode()
+    assert "Not tested yet" in page
+    tested = researcher_client.post(
+        reverse("judge_test_connection", args=[project.slug, judge.pk])
+    ).content.decode()
+    assert "connected" in tested and "output limit sent as <code>max_completion_tokens</code>" in tested
+    assert "temperature not sent" in tested and "logprobs no" in tested
+    assert "max_tokens refused" in tested  # what the probe changed, in the endpoint's words
