@@ -285,6 +285,8 @@ LLM_REQUEST_TIMEOUT = env_float("LLM_REQUEST_TIMEOUT", 60.0, minimum=0.1)
 LLM_MAX_ATTEMPTS = env_int("LLM_MAX_ATTEMPTS", 6, minimum=1)
 # A running judge run whose lanes have not reported for this long is taken over by a starting worker.
 JUDGE_STALE_SECONDS = env_int("JUDGE_STALE_SECONDS", 180, minimum=1)
+# Queued judge work no worker has taken for this long is named on the run and evaluation pages.
+JUDGE_WORKER_WAIT_SECONDS = env_int("JUDGE_WORKER_WAIT_SECONDS", 120, minimum=1)
 
 # Judge credentials and endpoints. A judge's key is either one of the server credentials the operator
 # declares here (names of environment variables; no other variable is ever read for a judge) or a key a

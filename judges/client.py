@@ -45,10 +45,15 @@ class EndpointError(Exception):
 
     attempts: int = 1  # set by the retry layer to how many requests it made
 
-    def __init__(self, message: str, *, status: int | None = None):
+    def __init__(
+        self, message: str, *, status: int | None = None, code: str | None = None, param: str | None = None
+    ):
         super().__init__(message)
         self.message = message
         self.status = status
+        # OpenAI's error fields: e.g. code "unsupported_parameter" with param "max_tokens".
+        self.code = code
+        self.param = param
 
 
 class TransientError(EndpointError):
@@ -71,8 +76,10 @@ class Reply:
     # [(token, [(alternative, logprob), ...]), ...] for the first tokens; None: the endpoint sent none.
     logprobs: list[Any] | None = None
     prompt_tokens: int = 0
-    completion_tokens: int = 0
+    completion_tokens: int = 0  # includes reasoning tokens, as OpenAI counts (and bills) them
     latency_ms: float = 0.0
+    reasoning_tokens: int = 0
+    choices: int = 1
     extra: dict = field(default_factory=dict)
 
     def as_cache(self) -> dict:
@@ -141,25 +148,42 @@ def safe_http_client(*, api_key: str) -> httpx2.Client:
 
 
 @sensitive_variables("api_key")  # never in an error report
-def get_client(*, base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
-    """One client (and connection pool) per endpoint, key and timeout, shared by a worker's threads."""
+def get_client(*, base_url: str, api_key: str, timeout: float, azure: bool = False) -> openai.OpenAI:
+    """One client (and connection pool) per endpoint, key and timeout, shared by a worker's threads.
+
+    Azure's client sends the key in the api-key header, adds the api-version query and turns
+    /chat/completions into /openai/deployments/{model}/chat/completions."""
     import openai  # imported on first use: it costs about a second at every process start
 
-    cache_key = (base_url, api_key, timeout)
+    from .endpoints import azure_endpoint
+
+    cache_key = (base_url, api_key, timeout, azure)
     with _clients_lock:
         client = _clients.get(cache_key)
         if client is None:
-            client = openai.OpenAI(
-                base_url=base_url,
-                # Given explicitly, so the client never falls back to OPENAI_API_KEY; with no key the
-                # transport sends no Authorization header at all.
-                api_key=api_key or "no-key",
-                admin_api_key="",
-                webhook_secret="",
-                timeout=timeout,
-                max_retries=0,
-                http_client=safe_http_client(api_key=api_key),
-            )
+            # The key is given explicitly, so the client never falls back to OPENAI_API_KEY (or Azure's
+            # variables); with no key the transport sends no Authorization header at all.
+            key, http_client = api_key or "no-key", safe_http_client(api_key=api_key)
+            if azure:
+                endpoint, version = azure_endpoint(base_url)
+                client = openai.AzureOpenAI(
+                    azure_endpoint=endpoint,
+                    api_version=version,
+                    api_key=key,
+                    timeout=timeout,
+                    max_retries=0,
+                    http_client=http_client,
+                )
+            else:
+                client = openai.OpenAI(
+                    base_url=base_url,
+                    api_key=key,
+                    admin_api_key="",
+                    webhook_secret="",
+                    timeout=timeout,
+                    max_retries=0,
+                    http_client=http_client,
+                )
             _clients[cache_key] = client
         return client
 
@@ -174,11 +198,11 @@ def connection_error(error: Exception) -> EndpointError:
 
 
 @sensitive_variables("api_key")
-def chat(*, base_url: str, api_key: str, timeout: float, request: dict) -> Reply:
+def chat(*, base_url: str, api_key: str, timeout: float, request: dict, azure: bool = False) -> Reply:
     """Send one chat completion request (`request` holds model, messages and parameters)."""
     import openai  # imported on first use: it costs about a second at every process start
 
-    client = get_client(base_url=base_url, api_key=api_key, timeout=timeout)
+    client = get_client(base_url=base_url, api_key=api_key, timeout=timeout, azure=azure)
     started = time.monotonic()
     try:
         # The client's low-level post, as its docs show for any endpoint: same HTTP layer, errors and
@@ -194,6 +218,12 @@ def chat(*, base_url: str, api_key: str, timeout: float, request: dict) -> Reply
     except (openai.APIResponseValidationError, json.JSONDecodeError, ValueError) as error:
         raise TransientError(f"malformed response from the endpoint: {redact(str(error), api_key)}") from None
     latency_ms = (time.monotonic() - started) * 1000
+    if not isinstance(completion, dict):
+        # Not JSON (the client hands back the text): a web page or another API at this URL.
+        raise PermanentError(
+            f"{base_url} is not an OpenAI-compatible API: /chat/completions answered "
+            f"{_shape(completion)} instead of a chat.completion JSON object"
+        )
     try:
         return scrubbed(_reply(completion, latency_ms), api_key)
     except (AttributeError, IndexError, KeyError, TypeError, ValueError) as error:
@@ -225,6 +255,7 @@ def _reply(completion: Any, latency_ms: float) -> Reply:
             for entry in content_logprobs[:LOGPROB_TOKENS_KEPT]
         ]
     content = message.get("content")
+    details = usage.get("completion_tokens_details") or {}
     return Reply(
         content=content if content is None else str(content),
         refusal=message.get("refusal") or "",
@@ -233,6 +264,8 @@ def _reply(completion: Any, latency_ms: float) -> Reply:
         prompt_tokens=int(usage.get("prompt_tokens") or 0),
         completion_tokens=int(usage.get("completion_tokens") or 0),
         latency_ms=latency_ms,
+        reasoning_tokens=int(details.get("reasoning_tokens") or 0),
+        choices=len(completion["choices"]),
     )
 
 
@@ -242,6 +275,11 @@ def without_secrets(text: str, api_key: str) -> str:
     for secret in sorted(own | set(server_secrets()), key=len, reverse=True):
         text = text.replace(secret, "***")
     return text
+
+
+def _shape(value: Any) -> str:
+    text = str(value).strip().replace("\n", " ")
+    return f"{type(value).__name__} {text[:60]!r}"
 
 
 def redact(text: str, api_key: str) -> str:
@@ -256,6 +294,7 @@ def redact(text: str, api_key: str) -> str:
 def _status_error(error: openai.APIStatusError, api_key: str) -> EndpointError:
     status = error.status_code
     detail = redact(_error_message(error), api_key)
+    code, param = _error_fields(error.body)
     if status == 429:
         return TransientError(f"rate limited (429): {detail}", status=status, retry_after=_retry_after(error))
     if status >= 500 or status in (408, 409):
@@ -263,21 +302,42 @@ def _status_error(error: openai.APIStatusError, api_key: str) -> EndpointError:
             f"server error ({status}): {detail}", status=status, retry_after=_retry_after(error)
         )
     if status in (401, 403):
-        return PermanentError(f"authentication failed ({status}): {detail}", status=status)
+        return PermanentError(
+            f"authentication failed ({status}): the endpoint refused the API key (wrong, expired or "
+            f"revoked?): {detail}",
+            status=status,
+        )
     if status == 404:
-        return PermanentError(f"model or endpoint not found (404): {detail}", status=status)
-    return PermanentError(f"request refused ({status}): {detail}", status=status)
+        return PermanentError(f"model or endpoint not found (404): {detail}", status=status, code=code)
+    return PermanentError(f"request refused ({status}): {detail}", status=status, code=code, param=param)
+
+
+def _error_body(body: Any) -> dict | None:
+    """The error object of the shapes providers send: OpenAI's {"error": {...}}, Anthropic's
+    {"type": "error", "error": {...}}, vLLM's flat {"object": "error", "message": ...} and Gemini's
+    [{"error": {...}}]; None for anything else."""
+    if isinstance(body, list) and body and isinstance(body[0], dict):
+        body = body[0]
+    if not isinstance(body, dict):
+        return None
+    inner = body.get("error", body)
+    if isinstance(inner, dict) and inner.get("message"):
+        return inner
+    return None
+
+
+def _error_fields(body: Any) -> tuple[str | None, str | None]:
+    inner = _error_body(body) or {}
+    code, param = inner.get("code"), inner.get("param")
+    return (str(code) if code else None), (str(param) if param else None)
 
 
 def _error_message(error: openai.APIStatusError) -> str:
-    body = error.body
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and inner.get("message"):
-            return str(inner["message"])
-        if body.get("message"):
-            return str(body["message"])
-    return str(error.message)
+    inner = _error_body(error.body)
+    if inner is not None:
+        return str(inner["message"])
+    raw = error.response.text.strip().replace("\n", " ")
+    return f"an error body Concord does not recognise: {raw[:200]!r}"
 
 
 def _retry_after(error: openai.APIStatusError) -> float | None:
@@ -293,15 +353,19 @@ def _retry_after(error: openai.APIStatusError) -> float | None:
 
 
 @sensitive_variables("api_key")
-def list_models(*, base_url: str, api_key: str, timeout: float = 10.0) -> list[dict]:
+def list_models(*, base_url: str, api_key: str, timeout: float = 10.0, azure: bool = False) -> list[dict]:
     """The endpoint's models as [{"id", "owned_by"}]."""
     import openai  # imported on first use: it costs about a second at every process start
 
-    client = get_client(base_url=base_url, api_key=api_key, timeout=timeout)
+    client = get_client(base_url=base_url, api_key=api_key, timeout=timeout, azure=azure)
     try:
         page = client.models.list()
     except openai.APIStatusError as error:
         raise _status_error(error, api_key) from None
     except openai.APIConnectionError as error:
         raise connection_error(error) from None
+    except (AttributeError, TypeError, ValueError) as error:  # not a model list: some other kind of server
+        raise PermanentError(
+            f"{base_url}/models is not an OpenAI model list ({redact(str(error), api_key)})"
+        ) from None
     return [{"id": model.id, "owned_by": getattr(model, "owned_by", "")} for model in page.data]

@@ -6,6 +6,7 @@ from rubrics.models import RubricVersion
 
 from . import credentials
 from .endpoint_safety import UnsafeEndpoint, check_base_url
+from .endpoints import AUTOMATIC
 from .models import Judge
 
 KEY_CHOICE_NONE = credentials.NO_KEY
@@ -59,12 +60,14 @@ class JudgeForm(forms.ModelForm):
         model = Judge
         fields = [
             "name",
+            "endpoint",
             "base_url",
             "model",
             "credential",
             "api_key",
             "temperature",
             "max_tokens",
+            "reasoning_effort",
             "samples",
             "logprobs",
             "position_swap",
@@ -89,6 +92,10 @@ class JudgeForm(forms.ModelForm):
         if not credentials.can_store_keys():
             self.fields["api_key"].disabled = True
             self.fields["api_key"].help_text = credentials.cannot_store_message()
+        self.fields["endpoint"].required = False  # left out: automatic
+
+    def clean_endpoint(self):
+        return self.cleaned_data["endpoint"] or AUTOMATIC
 
     def clean_name(self):
         name = self.cleaned_data["name"].strip()
@@ -189,7 +196,7 @@ class RunChoiceForm(forms.Form):
     def __init__(self, *args, evaluation, **kwargs):
         super().__init__(*args, **kwargs)
         cast(forms.ModelChoiceField, self.fields["judge"]).queryset = Judge.objects.filter(
-            project=evaluation.project
+            project=evaluation.project, archived=False
         )
         versions = evaluation.rubric_versions.select_related("rubric").order_by("rubric__name", "number")
         field = cast(forms.ModelMultipleChoiceField, self.fields["rubric_versions"])

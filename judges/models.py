@@ -6,8 +6,10 @@ from decimal import Decimal
 from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
+from django.utils import timezone
 
 from . import credentials
+from .endpoints import AUTOMATIC, FAMILY_CHOICES, REASONING_EFFORTS, Accepts, Family, family_for
 
 SIMULATED_MODEL_PREFIX = "fake-"
 
@@ -76,6 +78,26 @@ class Judge(models.Model):
     simulated = models.BooleanField(
         default=False, help_text="The endpoint said it is Concord's simulated model."
     )
+    endpoint = models.CharField(
+        "endpoint kind",
+        max_length=30,
+        choices=FAMILY_CHOICES,
+        default=AUTOMATIC,
+        help_text="Decides which parameters Concord sends; automatic: from the base URL and model.",
+    )
+    reasoning_effort = models.CharField(
+        max_length=10,
+        blank=True,
+        choices=[("", "the endpoint's default")] + [(e, e) for e in REASONING_EFFORTS],
+        help_text="Reasoning models only (OpenAI o-series, gpt-5): how long the model thinks.",
+    )
+    capabilities = models.JSONField(
+        default=dict, blank=True, help_text="What the endpoint accepted in the last connection test."
+    )
+    probed_at = models.DateTimeField(null=True, blank=True, help_text="When the connection test last ran.")
+    archived = models.BooleanField(
+        default=False, help_text="Hidden from new runs; kept because runs used it (for their reports)."
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -109,6 +131,10 @@ class Judge(models.Model):
                 name="judge_pasted_key_has_hint",
             ),
             models.CheckConstraint(condition=models.Q(request_timeout__gt=0), name="judge_timeout_positive"),
+            models.CheckConstraint(
+                condition=models.Q(endpoint__in=[key for key, _ in FAMILY_CHOICES]),
+                name="judge_endpoint_is_known",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -143,9 +169,24 @@ class Judge(models.Model):
         self.api_key_encrypted = ""
         self.api_key_hint = ""
 
+    @property
+    def family(self) -> Family:
+        return family_for(
+            endpoint=self.endpoint,
+            base_url=self.base_url,
+            model=self.model,
+            owned_by=(self.capabilities or {}).get("owned_by", ""),
+        )
+
+    def accepts(self) -> Accepts:
+        return self.family.accepts.updated(self.capabilities)
+
     def parameters(self) -> dict:
         """The settings a run freezes at launch, so editing the judge never changes a running run."""
         return {
+            "endpoint": self.family.key,
+            "capabilities": {k: v for k, v in (self.capabilities or {}).items() if k in Accepts().as_dict()},
+            "reasoning_effort": self.reasoning_effort,
             "base_url": self.base_url,
             "model": self.model,
             "api_key_env": self.api_key_env,
@@ -194,6 +235,14 @@ class JudgeRun(models.Model):
     heartbeat = models.DateTimeField(
         null=True, blank=True, help_text="Last sign of life from one of its lanes."
     )
+    queued_at = models.DateTimeField(
+        null=True, blank=True, help_text="When its first lane was last queued (launch, resume, recovery)."
+    )
+    adaptations = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Parameters the endpoint refused and what the run sends instead, in order.",
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -215,6 +264,27 @@ class JudgeRun(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status == self.Status.RUNNING
+
+    @property
+    def can_resume(self) -> bool:
+        """Resume means something only for a run that stopped before all its calls were done."""
+        return self.status in (self.Status.FAILED, self.Status.CANCELLED)
+
+    @property
+    def worker_warning(self) -> str:
+        """A sentence when queued work has waited for a worker longer than JUDGE_WORKER_WAIT_SECONDS."""
+        if self.status != self.Status.RUNNING:
+            return ""
+        queued = self.queued_at or self.created
+        picked_up = self.heartbeat is not None and self.heartbeat >= queued
+        since = self.heartbeat if picked_up and self.heartbeat else queued
+        silent = (timezone.now() - since).total_seconds()
+        if silent < settings.JUDGE_WORKER_WAIT_SECONDS:
+            return ""
+        minutes = max(1, round(silent / 60))
+        if picked_up:
+            return f"no worker has reported on this run for {minutes} min: is a Celery worker running?"
+        return f"no worker has picked this up for {minutes} min: is a Celery worker running?"
 
 
 class JudgeCall(models.Model):

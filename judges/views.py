@@ -44,6 +44,42 @@ def judge_create(request, slug: str):
     return render(request, "judges/judge_create.html", {"project": project, "form": form})
 
 
+ENDPOINT_FIELDS = ("base_url", "model", "endpoint", "api_key_env")
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def judge_edit(request, slug: str, pk: int):
+    """The judge form on an existing judge: later runs use the change, launched runs keep what they froze.
+    A changed endpoint, model or key forgets what the last connection test found."""
+    project = get_project_for(request.user, slug, role=RESEARCHER)
+    judge = get_object_or_404(Judge, project=project, pk=pk)
+    form = JudgeForm(request.POST or None, instance=judge, project=project)
+    if request.method == "POST" and form.is_valid():
+        judge = form.save(commit=False)
+        if any(name in form.changed_data for name in ENDPOINT_FIELDS):
+            judge.capabilities, judge.probed_at = {}, None
+        judge.archived = False
+        judge.save()
+        messages.success(request, f"Judge {judge.name} saved; runs launched from now on use these settings.")
+        return redirect("judge_detail", slug=project.slug, pk=judge.pk)
+    return render(request, "judges/judge_create.html", {"project": project, "form": form, "judge": judge})
+
+
+@require_POST
+@login_required
+def judge_delete(request, slug: str, pk: int):
+    """Delete a judge no run used; a judge with runs is archived instead (hidden from new runs, kept for
+    the reports of its runs)."""
+    project = get_project_for(request.user, slug, role=RESEARCHER)
+    judge = get_object_or_404(Judge, project=project, pk=pk)
+    if services.delete_or_archive_judge(judge=judge):
+        messages.success(request, f"Judge {judge.name} deleted.")
+        return redirect("judge_list", slug=project.slug)
+    messages.success(request, f"Judge {judge.name} archived: its runs keep it for their reports.")
+    return redirect("judge_detail", slug=project.slug, pk=judge.pk)
+
+
 @require_GET
 @login_required
 def judge_detail(request, slug: str, pk: int):
@@ -176,6 +212,27 @@ def judge_run_cancel(request, slug: str, pk: int):
 def judge_run_resume(request, slug: str, pk: int):
     project = get_project_for(request.user, slug, role=RESEARCHER)
     run = _run(project, pk)
+    if not run.can_resume:
+        messages.warning(
+            request, f"The run is {run.get_status_display().lower()}: there is nothing to resume."
+        )
+        return redirect("judge_run_detail", slug=project.slug, pk=run.pk)
     reopened = services.resume_run(run=run)
     messages.success(request, f"Run resumed; {reopened} failed or interrupted call(s) will be tried again.")
     return redirect("judge_run_detail", slug=project.slug, pk=run.pk)
+
+
+@require_GET
+@login_required
+def evaluation_judge_runs(request, slug: str, pk: int):
+    """The evaluation page's judge runs section alone: htmx polls it while any run is running."""
+    project = get_project_for(request.user, slug, role=RESEARCHER)
+    evaluation = _evaluation(project, pk)
+    runs = list(evaluation.judge_runs.select_related("judge", "rubric_version__rubric", "rater"))
+    context = {
+        "evaluation": evaluation,
+        "project": project,
+        "runs": runs,
+        "active": any(run.is_active for run in runs),
+    }
+    return render(request, "judges/_evaluation_judge_runs.html", context)

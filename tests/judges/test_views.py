@@ -93,7 +93,9 @@ def test_test_connection_shows_the_reply_and_marks_the_fake_server_simulated(
 def test_test_connection_shows_the_error_for_an_unknown_model(researcher_client, project, fake_llm):
     judge = make_judge(project, fake_llm, model="gpt-unknown")
     response = researcher_client.post(reverse("judge_test_connection", args=[project.slug, judge.pk]))
-    assert "model or endpoint not found (404)" in response.content.decode()
+    assert "the endpoint has no model &#x27;gpt-unknown&#x27; (it lists: fake-judge, fake-gpt)" in (
+        response.content.decode()
+    )
 
 
 def test_run_create_shows_calls_tokens_and_cost_before_launch(
