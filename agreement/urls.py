@@ -15,6 +15,11 @@ urlpatterns = [
         name="agreement_report_csv",
     ),
     path(
+        "p/<slug:slug>/evaluations/<int:pk>/alt-test/",
+        views.alt_test_settings,
+        name="alt_test_settings",
+    ),
+    path(
         "p/<slug:slug>/evaluations/<int:pk>/report/items/<int:item_pk>/",
         views.agreement_item,
         name="agreement_item",

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse, JsonResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.text import slugify
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_http_methods
 
+from agreement.forms import AltTestSettingsForm
 from agreement.presentation import present_rubric, report_csv
 from agreement.reading import metadata_keys
 from agreement.services import cached_report, report_for_page
@@ -102,3 +104,24 @@ def agreement_item(request, slug: str, pk: int, item_pk: int):
         "metadata": json.dumps(item.metadata, ensure_ascii=False, indent=1) if item.metadata else "",
     }
     return render(request, "agreement/agreement_item.html", context)
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def alt_test_settings(request, slug: str, pk: int):
+    """Who the people are (hence the alt-test's epsilon) and the alignment score (evaluation page)."""
+    evaluation = _evaluation(request, slug, pk)
+    form = AltTestSettingsForm(request.POST or None, instance=evaluation)
+    saved = request.method == "POST" and form.is_valid()
+    if saved:
+        form.save()
+        if not request.htmx:
+            messages.success(request, f"Alt-test epsilon is now {evaluation.alt_test_epsilon:g}.")
+            return redirect("evaluation_detail", slug=evaluation.project.slug, pk=evaluation.pk)
+        form = AltTestSettingsForm(instance=evaluation)
+    context = {"project": evaluation.project, "evaluation": evaluation, "alt_test_form": form, "saved": saved}
+    template = "agreement/alt_test_settings.html"
+    status = 400 if form.errors and not request.htmx else 200  # htmx swaps only 2xx responses
+    return render(
+        request, f"{template}#alt-test-settings" if request.htmx else template, context, status=status
+    )

@@ -9,6 +9,17 @@ class Evaluation(models.Model):
         DATASET = "dataset", "Dataset order"
         SHUFFLED = "shuffled", "Shuffled (fixed per evaluation)"
 
+    class Expertise(models.TextChoices):
+        EXPERTS = "experts", "Experts (epsilon 0.2)"
+        SKILLED = "skilled", "Skilled annotators (epsilon 0.15)"
+        CROWD = "crowd", "Crowd workers (epsilon 0.1)"
+        CUSTOM = "custom", "Custom epsilon"
+
+    class AltTestMetric(models.TextChoices):
+        BY_KIND = "", "By rubric kind"
+        ACCURACY = "accuracy", "Accuracy"
+        NEG_RMSE = "neg_rmse", "Negative RMSE (likert only)"
+
     project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="evaluations")
     dataset = models.ForeignKey("datasets.Dataset", on_delete=models.PROTECT, related_name="evaluations")
     name = models.CharField(max_length=200)
@@ -18,6 +29,20 @@ class Evaluation(models.Model):
     overlap = models.PositiveIntegerField(default=3, help_text="Human ratings each item needs (N).")
     reservation_minutes = models.PositiveIntegerField(default=30)
     order = models.CharField(max_length=20, choices=Order.choices, default=Order.DATASET)
+    # The alternative annotator test (agreement.alt_test): epsilon, the benefit granted to a model
+    # for being cheaper than people, by the paper's rule of thumb for who the people are.
+    annotator_expertise = models.CharField(
+        max_length=10, choices=Expertise.choices, default=Expertise.SKILLED
+    )
+    alt_test_epsilon = models.FloatField(
+        default=0.15, help_text="Alt-test epsilon: experts 0.2, skilled 0.15, crowd 0.1, or custom."
+    )
+    alt_test_metric = models.CharField(
+        max_length=10,
+        choices=AltTestMetric.choices,
+        blank=True,
+        help_text="Empty: accuracy for categorical and pairwise rubrics, negative RMSE for likert.",
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -32,6 +57,10 @@ class Evaluation(models.Model):
             ),
             models.CheckConstraint(
                 condition=models.Q(reservation_minutes__gte=1), name="evaluation_reservation_positive"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(alt_test_epsilon__gte=0, alt_test_epsilon__lt=1),
+                name="evaluation_alt_test_epsilon_in_0_1",
             ),
         ]
 

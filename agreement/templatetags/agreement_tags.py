@@ -30,3 +30,17 @@ def evaluation_agreement_summary(context, evaluation):
         "cached": report is not None,
         "headlines": headlines,
     }
+
+
+@register.inclusion_tag("agreement/alt_test_settings.html#alt-test-settings", takes_context=True)
+def evaluation_alt_test_settings(context, evaluation):
+    """The alt-test's epsilon and metric, editable on the evaluation page."""
+    from agreement.forms import AltTestSettingsForm
+
+    return {
+        "evaluation": evaluation,
+        "project": evaluation.project,
+        "request": context.get("request"),
+        "csrf_token": context.get("csrf_token"),
+        "alt_test_form": AltTestSettingsForm(instance=evaluation),
+    }
