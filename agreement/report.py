@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from agreement.against_people import disagreement_list, model_report
+from agreement.estimates import ppi_entry
 from agreement.people import human_human, human_summaries
 from agreement.reading import RubricRatings, items_matching, load_ratings, metadata_values, rater_directory
 from agreement.stand_in import AltTestSettings, alt_test_entry
@@ -226,6 +227,7 @@ def rubric_report(
             "missing": max(0, items - int(mine.sum())),
             **entry,
             "alt_test": alt_test_entry(context, col, human_names, alt_test or AltTestSettings()),
+            "ppi": ppi_entry(context, col),
         }
         block["raters"].append(entry)
         block["distribution"][info["name"]] = distribution(matrix.codes[:, [col]], len(data.labels))
