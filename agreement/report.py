@@ -22,6 +22,7 @@ from agreement.against_people import disagreement_list, model_report
 from agreement.estimates import ppi_entry
 from agreement.people import human_human, human_summaries
 from agreement.reading import RubricRatings, items_matching, load_ratings, metadata_values, rater_directory
+from agreement.split import held_out, split_entry
 from agreement.stand_in import AltTestSettings, alt_test_entry
 from agreement.tables import Context, distribution, items_exactly, items_with, to_matrix
 from datasets.models import Item
@@ -68,6 +69,7 @@ def build_report(
                 seed=seed,
                 disagreements=disagreements,
                 alt_test=alt_test,
+                split_key=evaluation.pk,
             )
         )
     _attach_external_ids(blocks)
@@ -178,7 +180,9 @@ def rubric_report(
     seed: int,
     disagreements: int,
     alt_test: AltTestSettings | None = None,
+    split_key: int | None = None,
 ) -> dict:
+    """One rubric version's block; `split_key` (the evaluation id) adds tune and held-out figures."""
     version = data.version
     present = sorted(set(data.rater_ids.tolist()), key=lambda r: (raters[r]["kind"], raters[r]["name"]))
     humans = [r for r in present if raters[r]["kind"] == "human"]
@@ -229,6 +233,8 @@ def rubric_report(
             "alt_test": alt_test_entry(context, col, human_names, alt_test or AltTestSettings()),
             "ppi": ppi_entry(context, col),
         }
+        if split_key is not None:
+            entry["split"] = split_entry(context, col, held_out(split_key, matrix.item_ids))
         block["raters"].append(entry)
         block["distribution"][info["name"]] = distribution(matrix.codes[:, [col]], len(data.labels))
         if disagreements:

@@ -67,6 +67,13 @@ class Evaluation(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def judge_versions(self):
+        """Rubric versions judges may run here: the evaluation's own and its judge-only versions."""
+        from rubrics.models import RubricVersion
+
+        own = models.Q(evaluations=self) | models.Q(pk__in=self.judge_only_versions.values("rubric_version"))
+        return RubricVersion.objects.filter(own).distinct()
+
 
 class Rater(models.Model):
     """Who gave a rating: a user, a judge run, or a name imported with earlier ratings."""
@@ -184,3 +191,30 @@ class RatingRevision(models.Model):
 
     def __str__(self) -> str:
         return f"revision of rating {self.rating_id}: {self.value}"
+
+
+class JudgeOnlyVersion(models.Model):
+    """A later version of one of an evaluation's rubrics that judges may run there but people never rate.
+
+    Made by "examples from disagreements" (agreement.examples): its prompt carries tune-split items
+    of this evaluation as examples; its runs are compared with the people's ratings of the
+    evaluation's own version of the rubric, on the held-out items.
+    """
+
+    evaluation = models.ForeignKey(Evaluation, on_delete=models.CASCADE, related_name="judge_only_versions")
+    rubric_version = models.ForeignKey("rubrics.RubricVersion", on_delete=models.PROTECT, related_name="+")
+    example_items = models.JSONField(default=list, help_text="Ids of the items the prompt shows as examples.")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["evaluation", "rubric_version"], name="one_judge_only_entry_per_version"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.rubric_version} (judges only) in {self.evaluation}"

@@ -1,0 +1,49 @@
+"""A fixed, seeded split of an evaluation's items into "tune" and "held out".
+
+Judge prompts are improved on the tune items only (examples, wording), and judged on the held-out
+items, so a better figure there is not the result of fitting the prompt to the very labels it is
+scored on. Each item's side depends only on (evaluation id, item id), through a 64-bit mixing
+hash (SplitMix64's finaliser), so it never changes as items or ratings are added, and differs
+between evaluations.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+TUNE = "tune"
+HELD_OUT = "held_out"
+HELD_OUT_SHARE = 0.5
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser: every input bit affects every output bit (uint64 arithmetic wraps)."""
+    with np.errstate(over="ignore"):
+        x = (x + _GOLDEN).astype(np.uint64)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def held_out(evaluation_id: int, item_ids: np.ndarray) -> np.ndarray:
+    """True for the items of `item_ids` that evaluation `evaluation_id` holds out (about half)."""
+    seed = _mix(np.array([evaluation_id], dtype=np.uint64))[0]
+    hashed = _mix(np.asarray(item_ids, dtype=np.int64).astype(np.uint64) ^ seed)
+    return (hashed >> np.uint64(11)).astype(np.float64) / float(1 << 53) < HELD_OUT_SHARE
+
+
+def part_of(evaluation_id: int, item_id: int) -> str:
+    return HELD_OUT if bool(held_out(evaluation_id, np.array([item_id]))[0]) else TUNE
+
+
+def split_entry(ctx, col: int, held: np.ndarray) -> dict:
+    """`raters[].split`: the model against the people's majority (likert: mean) on each part."""
+    from agreement.against_people import vs_majority
+
+    values = ctx.matrix.values
+    cols = ctx.human_cols
+    rated_by_people = np.isfinite(values[:, cols]).any(axis=1) if cols else np.zeros(values.shape[0], bool)
+    usable = np.isfinite(values[:, col]) & rated_by_people
+    return {TUNE: vs_majority(ctx, col, usable & ~held), HELD_OUT: vs_majority(ctx, col, usable & held)}
