@@ -130,3 +130,9 @@ def test_report_uses_the_evaluations_epsilon_and_metric_and_the_override(project
         "alt_test"
     ]
     assert (alt["epsilon"], alt["metric"], alt["expertise"]) == (0.3, "neg_rmse", "custom")
+
+
+def test_no_item_with_two_people_leaves_everyone_out_without_error():
+    people = np.array([[1.0, np.nan], [np.nan, 2.0]])
+    result = alt_test(np.array([1.0, 2.0]), people, metric="accuracy", epsilon=0.1)
+    assert result.items == 0 and result.left_out == [(0, 0), (1, 0)] and result.winning_rate is None
