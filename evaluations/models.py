@@ -8,6 +8,7 @@ class Evaluation(models.Model):
     class Order(models.TextChoices):
         DATASET = "dataset", "Dataset order"
         SHUFFLED = "shuffled", "Shuffled (fixed per evaluation)"
+        JUDGE_UNSURE = "judge_unsure", "Judge least sure first (from the judge ratings when rating starts)"
 
     class Expertise(models.TextChoices):
         EXPERTS = "experts", "Experts (epsilon 0.2)"
