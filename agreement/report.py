@@ -22,7 +22,7 @@ from agreement.against_people import disagreement_list, model_report
 from agreement.estimates import ppi_entry
 from agreement.people import human_human, human_summaries
 from agreement.reading import RubricRatings, items_matching, load_ratings, metadata_values, rater_directory
-from agreement.split import held_out, split_entry
+from agreement.split import growth_entry, held_out, split_entry
 from agreement.stand_in import AltTestSettings, alt_test_entry
 from agreement.tables import Context, distribution, items_exactly, items_with, to_matrix
 from datasets.models import Item
@@ -235,6 +235,7 @@ def rubric_report(
         }
         if split_key is not None:
             entry["split"] = split_entry(context, col, held_out(split_key, matrix.item_ids))
+            entry["growth"] = growth_entry(context, col, split_key)
         block["raters"].append(entry)
         block["distribution"][info["name"]] = distribution(matrix.codes[:, [col]], len(data.labels))
         if disagreements:

@@ -47,3 +47,31 @@ def split_entry(ctx, col: int, held: np.ndarray) -> dict:
     rated_by_people = np.isfinite(values[:, cols]).any(axis=1) if cols else np.zeros(values.shape[0], bool)
     usable = np.isfinite(values[:, col]) & rated_by_people
     return {TUNE: vs_majority(ctx, col, usable & ~held), HELD_OUT: vs_majority(ctx, col, usable & held)}
+
+
+def growth_entry(ctx, col: int, split_key: int, steps: int = 10) -> dict:
+    """`raters[].growth`: the model's agreement with the people's majority (likert: rounded mean) on
+    the first k human-rated items of a fixed shuffle, k growing in `steps`, with 95% Wilson intervals:
+    how the figure settles as human labels are added."""
+    _, ref_codes = ctx.reference
+    usable = np.isfinite(ctx.matrix.values[:, col]) & (ref_codes >= 0)
+    ids = ctx.matrix.item_ids[usable]
+    order = np.argsort(
+        _mix(ids.astype(np.uint64) ^ _mix(np.array([split_key], dtype=np.uint64))[0]), kind="stable"
+    )
+    hits = (ctx.matrix.codes[usable, col] == ref_codes[usable])[order]
+    total = int(hits.shape[0])
+    points = []
+    for k in sorted(
+        {max(1, round(total * step / steps)) for step in range(1, steps + 1)} if total else set()
+    ):
+        share = float(hits[:k].mean())
+        points.append({"labeled_items": k, "percent_agreement": share, "ci": wilson(share, k)})
+    return {"order": "fixed shuffle of the items", "points": points}
+
+
+def wilson(share: float, n: int, z: float = 1.959964) -> list[float]:
+    """95% Wilson score interval of a proportion."""
+    centre = (share + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(share * (1 - share) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return [float(centre - half), float(centre + half)]

@@ -48,3 +48,27 @@ def test_report_gives_each_models_agreement_on_tune_and_held_out_items(project, 
         reverse("agreement_report", args=[project.slug, evaluation.pk])
     ).content.decode()
     assert f"{int((~held).sum())} tune · {int(held.sum())} held out" in page
+
+
+@pytest.mark.django_db
+def test_growth_shows_agreement_on_more_and_more_human_rated_items(project, researcher_client):
+    labels = ["no", "yes"]
+    scale = [{"value": v, "label": v, "description": v} for v in labels]
+    truth = [labels[n % 2] for n in range(30)]
+    judge = [t if n % 4 else labels[1 - n % 2] for n, t in enumerate(truth)]  # wrong on every 4th
+    table = {"ann": truth, "bob": truth, "judge": judge}
+    evaluation, _ = make_rated_evaluation(
+        project, kind="categorical", table=table, models=["judge"], scale=scale
+    )
+
+    (rater,) = build_report(evaluation=evaluation, resamples=0)["rubrics"][0]["raters"]
+
+    points = rater["growth"]["points"]
+    assert [p["labeled_items"] for p in points] == [3, 6, 9, 12, 15, 18, 21, 24, 27, 30]
+    assert points[-1]["percent_agreement"] == pytest.approx(22 / 30)
+    widths = [p["ci"][1] - p["ci"][0] for p in points]
+    assert widths[-1] < widths[0] and all(p["ci"][0] <= p["percent_agreement"] <= p["ci"][1] for p in points)
+    page = researcher_client.get(
+        reverse("agreement_report", args=[project.slug, evaluation.pk])
+    ).content.decode()
+    assert "As human labels are added" in page
