@@ -25,7 +25,6 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import false_discovery_control, ttest_1samp
 
 ACCURACY = "accuracy"
 NEG_RMSE = "neg_rmse"
@@ -190,6 +189,8 @@ def indicators(
 
 def one_sided_p(differences: np.ndarray, epsilon: float) -> float:
     """p-value of H0: mean(person - model indicator) >= epsilon, against "less" (SciPy's t-test)."""
+    from scipy.stats import ttest_1samp  # scipy.stats takes seconds to import: only when a test runs
+
     with warnings.catch_warnings():
         # Identical differences (e.g. the model always at least as good) are a valid, extreme sample.
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -200,6 +201,8 @@ def benjamini_yekutieli(p_values: list[float], q: float) -> list[bool]:
     """Which nulls Benjamini-Yekutieli rejects at false discovery rate q (an undefined p never is)."""
     if not p_values:
         return []
+    from scipy.stats import false_discovery_control
+
     p = np.array(p_values, dtype=np.float64)
     p = np.where(np.isfinite(p), p, 1.0)
     return (false_discovery_control(p, method="by") <= q).tolist()

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import Evaluation, Rater, Rating, RatingRevision
+from .models import Evaluation, JudgeOnlyVersion, Rater, Rating, RatingRevision
 
 
 @admin.register(Evaluation)
@@ -35,3 +35,9 @@ class RatingAdmin(admin.ModelAdmin):
 class RatingRevisionAdmin(admin.ModelAdmin):
     list_display = ["rating", "value", "created", "replaced"]
     raw_id_fields = ["rating"]
+
+
+@admin.register(JudgeOnlyVersion)
+class JudgeOnlyVersionAdmin(admin.ModelAdmin):
+    list_display = ["rubric_version", "evaluation", "created"]
+    raw_id_fields = ["evaluation", "rubric_version"]
