@@ -39,14 +39,26 @@ def part_of(evaluation_id: int, item_id: int) -> str:
 
 
 def split_entry(ctx, col: int, held: np.ndarray) -> dict:
-    """`raters[].split`: the model against the people's majority (likert: mean) on each part."""
-    from agreement.against_people import vs_majority
+    """`raters[].split`: the model against the people's majority (likert: rounded mean) on each part:
+    percent agreement and Cohen's kappa (likert: quadratic-weighted, and the mean absolute error)."""
+    from agreement.tables import kappa_of
 
-    values = ctx.matrix.values
-    cols = ctx.human_cols
-    rated_by_people = np.isfinite(values[:, cols]).any(axis=1) if cols else np.zeros(values.shape[0], bool)
-    usable = np.isfinite(values[:, col]) & rated_by_people
-    return {TUNE: vs_majority(ctx, col, usable & ~held), HELD_OUT: vs_majority(ctx, col, usable & held)}
+    reference, ref_codes = ctx.reference
+    ok = np.isfinite(ctx.matrix.values[:, col]) & (ref_codes >= 0)
+    out = {}
+    for name, part in ((TUNE, ok & ~held), (HELD_OUT, ok & held)):
+        model, people = ctx.matrix.codes[part, col], ref_codes[part]
+        kappa = kappa_of(ctx, model, people)
+        figures: dict = {"items": int(part.sum()), "why": {}}
+        figures["percent_agreement"] = float((model == people).mean()) if part.any() else None
+        figures["cohen_kappa"] = kappa.value
+        if kappa.why:
+            figures["why"]["cohen_kappa"] = kappa.why
+        if ctx.data.is_likert:
+            error = np.abs(ctx.matrix.values[part, col] - reference[part])
+            figures["mae"] = float(error.mean()) if part.any() else None
+        out[name] = figures
+    return out
 
 
 def growth_entry(ctx, col: int, split_key: int, steps: int = 10) -> dict:
