@@ -15,6 +15,7 @@ from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, F, 
 from django.db.models.lookups import LessThan
 from django.utils import timezone
 
+from agreement.uncertainty import item_uncertainty, unsure_first_rank
 from datasets.models import Item
 from evaluations.models import Evaluation, ExcludedItem, Rater, Rating, RatingRevision
 from evaluations.values import value_from_shown
@@ -81,7 +82,9 @@ def ensure_slots(*, evaluation: Evaluation) -> None:
         if _queue_length(evaluation) >= _dataset_size(evaluation):
             return
         shuffled = evaluation.order == Evaluation.Order.SHUFFLED
-        if connection.vendor == "postgresql":
+        if evaluation.order == Evaluation.Order.JUDGE_UNSURE:
+            _insert_slots_in_python(evaluation=evaluation, shuffled=True, unsure_first=True)
+        elif connection.vendor == "postgresql":
             _insert_slots_in_sql(evaluation=evaluation, shuffled=shuffled)
         else:
             _insert_slots_in_python(evaluation=evaluation, shuffled=shuffled)
@@ -116,16 +119,21 @@ def _insert_slots_in_sql(*, evaluation: Evaluation, shuffled: bool) -> None:
         )
 
 
-def _insert_slots_in_python(*, evaluation: Evaluation, shuffled: bool) -> None:
+def _insert_slots_in_python(*, evaluation: Evaluation, shuffled: bool, unsure_first: bool = False) -> None:
+    """Slots for the items without one; `unsure_first`: by the judges' uncertainty (agreement.uncertainty)."""
     queued = set(Slot.objects.filter(evaluation=evaluation).values_list("item_id", flat=True))
     items = evaluation.items().values_list("id", "position")
+    unsure = item_uncertainty(evaluation) if unsure_first else {}
+
+    def rank(item_id: int, position: int) -> int:
+        if not shuffled:
+            return position
+        tie = shuffled_rank(evaluation_id=evaluation.pk, item_id=item_id)
+        return unsure_first_rank(unsure.get(item_id, 0.0), tie) if unsure_first else tie
+
     Slot.objects.bulk_create(
         (
-            Slot(
-                evaluation=evaluation,
-                item_id=item_id,
-                rank=shuffled_rank(evaluation_id=evaluation.pk, item_id=item_id) if shuffled else position,
-            )
+            Slot(evaluation=evaluation, item_id=item_id, rank=rank(item_id, position))
             for item_id, position in items.iterator(chunk_size=5000)
             if item_id not in queued
         ),
