@@ -53,7 +53,10 @@ def make_rated_evaluation(
         for item, meta in zip(dataset.items.order_by("position"), metadata, strict=True):
             item.metadata = meta
             item.save(update_fields=["metadata"])
-    version = factories.make_rubric(project=project, kind=kind, scale=scale)
+    # The scale sits in the prompt ({criterion}, {scale}), as every rubric version people and judges read
+    # must have it: later versions made from this one (compare, examples) are checked for that.
+    template = "Rate the last response for {criterion}.\n\n{scale}\n\n{{Dialog}}\n\nScore:"
+    version = factories.make_rubric(project=project, kind=kind, scale=scale, template=template)
     evaluation = factories.make_evaluation(project, dataset, [version], overlap=3)
     add_ratings(evaluation, version, table, kind={name: "model" for name in models})
     return evaluation, version
