@@ -216,3 +216,16 @@ def test_an_edit_with_the_paste_box_empty_keeps_the_pasted_key(researcher_client
         "sk-pasted-once-1234567890"
     )
     assert judge.probed_at is not None  # the key did not change: the connection test still holds
+
+
+def test_pasting_a_new_key_forgets_what_the_connection_test_found(
+    researcher_client, project, judge, settings
+):
+    from cryptography.fernet import Fernet
+
+    settings.CONCORD_ENCRYPTION_KEY = [Fernet.generate_key().decode()]
+    Judge.objects.filter(pk=judge.pk).update(capabilities={"logprobs": False}, probed_at=timezone.now())
+    url = reverse("judge_replace_key", args=[project.slug, judge.pk])
+    assert researcher_client.post(url, {"api_key": "sk-another-account-1234"}).status_code == 302
+    judge.refresh_from_db()
+    assert judge.api_key_hint == "sk-...1234" and judge.capabilities == {} and judge.probed_at is None
