@@ -44,9 +44,15 @@ def judge_create(request, slug: str):
     return render(request, "judges/judge_create.html", {"project": project, "form": form})
 
 
-ENDPOINT_FIELDS = ("base_url", "model", "endpoint", "api_key_env")
+KEY_FIELDS = ("api_key_env", "api_key_encrypted", "api_key_hint", "api_key_version")
 
 
+def _connection(judge: Judge) -> tuple:
+    """What a connection test depends on: the endpoint, the model and which key (a new paste counts)."""
+    return (judge.base_url, judge.model, judge.endpoint, judge.credential_source, judge.api_key_version)
+
+
+@sensitive_post_parameters("api_key")
 @require_http_methods(["GET", "POST"])
 @login_required
 def judge_edit(request, slug: str, pk: int):
@@ -54,10 +60,11 @@ def judge_edit(request, slug: str, pk: int):
     A changed endpoint, model or key forgets what the last connection test found."""
     project = get_project_for(request.user, slug, role=RESEARCHER)
     judge = get_object_or_404(Judge, project=project, pk=pk)
+    before = _connection(judge)
     form = JudgeForm(request.POST or None, instance=judge, project=project)
     if request.method == "POST" and form.is_valid():
         judge = form.save(commit=False)
-        if any(name in form.changed_data for name in ENDPOINT_FIELDS):
+        if _connection(judge) != before:
             judge.capabilities, judge.probed_at = {}, None
         judge.archived = False
         judge.save()
@@ -104,7 +111,8 @@ def judge_replace_key(request, slug: str, pk: int):
     form = ReplaceKeyForm(request.POST)
     if form.is_valid():
         judge.set_pasted_key(form.cleaned_data["api_key"])
-        judge.save(update_fields=["api_key_env", "api_key_encrypted", "api_key_hint", "api_key_version"])
+        judge.capabilities, judge.probed_at = {}, None  # another key may reach another account's models
+        judge.save(update_fields=[*KEY_FIELDS, "capabilities", "probed_at"])
         messages.success(request, f"Key replaced: the judge now uses the pasted key {judge.api_key_hint}.")
         return redirect("judge_detail", slug=project.slug, pk=judge.pk)
     runs = judge.runs.select_related("evaluation", "rubric_version__rubric")

@@ -12,12 +12,13 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True, seria
 
 
 def test_a_finishing_run_turns_done_on_the_evaluation_page_without_a_reload(
-    browser_page, live_server, project, monkeypatch
+    browser_page, live_server, project, monkeypatch, settings
 ):
     monkeypatch.setattr(
         "judges.services.enqueue_lanes", lambda run_id, lanes: None
     )  # this test works the lane
     monkeypatch.setenv("CONCORD_BROWSER_JUDGE_KEY", "k")
+    settings.CONCORD_JUDGE_CREDENTIALS = ["CONCORD_BROWSER_JUDGE_KEY"]  # declared, as an operator would
     server = FakeLLM(FakeConfig(latency_ms=0)).start(stop_after=120)
     try:
         version = factories.make_rubric(project=project, name="Quality")

@@ -25,6 +25,18 @@ def judge_key(monkeypatch, settings):
     settings.CONCORD_JUDGE_CREDENTIALS = [TEST_KEY_ENV]
 
 
+@pytest.fixture
+def declare_credential(monkeypatch, settings):
+    """declare_credential(NAME, value): the operator declares one more server credential and sets it."""
+
+    def declare(name: str, value: str) -> None:
+        monkeypatch.setenv(name, value)
+        settings.CONCORD_JUDGE_CREDENTIALS = [*settings.CONCORD_JUDGE_CREDENTIALS, name]
+        monkeypatch.setenv("CONCORD_JUDGE_CREDENTIALS", ",".join(settings.CONCORD_JUDGE_CREDENTIALS))
+
+    return declare
+
+
 @pytest.fixture(autouse=True)
 def no_enqueue(monkeypatch):
     """Unit tests work lanes themselves; lanes a run would enqueue are recorded instead of sent."""

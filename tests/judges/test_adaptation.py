@@ -41,7 +41,8 @@ def test_an_untested_judge_adapts_once_to_a_reasoning_model_and_every_call_is_do
 
 
 def test_the_run_page_lists_what_the_run_changed(researcher_client, project, reasoning_server):
-    run = run_on(project, make_judge(project, reasoning_server, model="fake-o4"), items=2)
+    judge = make_judge(project, reasoning_server, model="fake-o4", temperature=0.0)
+    run = run_on(project, judge, items=2)
     page = researcher_client.get(reverse("judge_run_detail", args=[project.slug, run.pk])).content.decode()
     assert "the output-token limit is sent as max_completion_tokens" in page
     assert "temperature is no longer sent" in page

@@ -159,6 +159,17 @@ def test_a_judge_receives_its_own_declared_key_and_nothing_else_of_the_server(
     assert "openai-organization" not in listener.everything().lower()
 
 
+def test_an_azure_judge_sends_its_own_key_in_the_api_key_header_and_nothing_else_of_the_server(
+    project, listener, server_secrets, evaluation_setup
+):
+    judge = make_judge(project, listener, model="m", endpoint="azure")  # given TEST_KEY_ENV
+    assert run_to_end(judge, *evaluation_setup).status == JudgeRun.Status.DONE
+    seen = listener.everything()
+    assert "/openai/deployments/m/chat/completions" in seen and "api-key: test-key" in seen
+    assert "authorization" not in seen.lower() and "openai-organization" not in seen.lower()
+    never_received_a_server_secret(listener, server_secrets)
+
+
 def test_a_judge_without_a_key_sends_no_authorization_at_all(
     researcher_client, project, listener, server_secrets, evaluation_setup
 ):

@@ -20,6 +20,7 @@ def test_defaults_send_no_temperature_no_logprobs_and_one_sample(project, fake_l
     judge = Judge.objects.get(name="j")
     assert judge.temperature is None and not judge.logprobs and judge.samples == 1
     assert not judge.position_swap and judge.credential_label == "no key"
+    assert judge.endpoint == "auto" and judge.reasoning_effort == ""
     assert "Judge j (id" in output and "API key: no key" in output
 
 
@@ -27,6 +28,7 @@ def test_every_option_lands_on_the_judge(project, fake_llm):
     create_judge(
         project,
         *("--name", "full", "--base-url", fake_llm.base_url, "--model", "fake-judge"),
+        *("--endpoint", "openai-reasoning", "--reasoning-effort", "low"),
         *("--key-env", TEST_KEY_ENV, "--temperature", "0.7", "--max-output-tokens", "64"),
         *("--samples", "3", "--logprobs", "--position-swap", "--concurrency", "4"),
         *("--rpm", "600", "--tpm", "90000", "--price-in", "0.15", "--price-out", "0.6"),
@@ -39,6 +41,11 @@ def test_every_option_lands_on_the_judge(project, fake_llm):
         3,
     )
     assert judge.logprobs and judge.position_swap and judge.concurrency == 4
+    assert (judge.endpoint, judge.reasoning_effort, judge.family.key) == (
+        "openai-reasoning",
+        "low",
+        "openai-reasoning",
+    )
     assert (judge.requests_per_minute, judge.tokens_per_minute) == (600, 90000)
     assert str(judge.price_input_per_million) == "0.1500" and str(judge.price_output_per_million) == "0.6000"
 
@@ -53,6 +60,8 @@ def test_every_option_lands_on_the_judge(project, fake_llm):
         (("--price-in", "-1"), "--price-in: Ensure this value is greater than or equal to 0"),
         (("--temperature", "3"), "--temperature: Temperature must be between 0 and 2"),
         (("--samples", "0"), "--samples: Samples per item must be between 1 and 20"),
+        (("--endpoint", "bedrock"), "argument --endpoint: invalid choice: 'bedrock'"),
+        (("--reasoning-effort", "max"), "argument --reasoning-effort: invalid choice: 'max'"),
     ],
 )
 def test_bad_options_are_refused_naming_the_option_and_nothing_is_stored(project, fake_llm, args, message):

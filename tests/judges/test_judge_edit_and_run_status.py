@@ -31,7 +31,7 @@ def edit_data(judge: Judge, **changes) -> dict:
         "endpoint": judge.endpoint,
         "base_url": judge.base_url,
         "model": judge.model,
-        "api_key_env": judge.api_key_env,
+        "credential": judge.credential_source,
         "temperature": "0",
         "max_tokens": "64",
         "samples": "1",
@@ -180,4 +180,52 @@ def test_the_estimate_shows_usd_duration_and_the_parameters_sent(
     page = researcher_client.get(url, {"judge": judge.pk, "rubric_versions": [version.pk]}).content.decode()
     assert "USD" in page and "Expected duration" in page
     assert "assuming 2 s per call" in page
-    assert "max_tokens, temperature, seed" in page
+    assert "<code>max_tokens, seed</code>" in page  # no temperature set: the endpoint's default, none sent
+    Judge.objects.filter(pk=judge.pk).update(temperature=0)
+    page = researcher_client.get(url, {"judge": judge.pk, "rubric_versions": [version.pk]}).content.decode()
+    assert "<code>max_tokens, temperature, seed</code>" in page
+
+
+def test_the_estimate_says_when_the_judges_key_is_missing(
+    researcher_client, project, judge, evaluation_setup, monkeypatch
+):
+    evaluation, version = evaluation_setup
+    url = reverse("judge_run_create", args=[project.slug, evaluation.pk])
+    page = researcher_client.get(url, {"judge": judge.pk, "rubric_versions": [version.pk]}).content.decode()
+    assert "is not available on this server" not in page
+    monkeypatch.delenv(judge.api_key_env)
+    page = researcher_client.get(url, {"judge": judge.pk, "rubric_versions": [version.pk]}).content.decode()
+    assert f"This judge's API key (server credential {judge.api_key_env}) is not available" in page
+
+
+def test_an_edit_with_the_paste_box_empty_keeps_the_pasted_key(researcher_client, project, judge, settings):
+    from cryptography.fernet import Fernet
+
+    from judges import credentials
+
+    settings.CONCORD_ENCRYPTION_KEY = [Fernet.generate_key().decode()]
+    judge.set_pasted_key("sk-pasted-once-1234567890")
+    judge.save()
+    Judge.objects.filter(pk=judge.pk).update(capabilities={"logprobs": False}, probed_at=timezone.now())
+    url = reverse("judge_edit", args=[project.slug, judge.pk])
+    response = researcher_client.post(url, edit_data(judge, credential="pasted", api_key="", max_tokens="99"))
+    assert response.status_code == 302
+    judge.refresh_from_db()
+    assert judge.max_tokens == 99 and judge.api_key_hint == "sk-...7890"
+    assert credentials.credential_for(judge_id=judge.pk, source=judge.credential_source).api_key == (
+        "sk-pasted-once-1234567890"
+    )
+    assert judge.probed_at is not None  # the key did not change: the connection test still holds
+
+
+def test_pasting_a_new_key_forgets_what_the_connection_test_found(
+    researcher_client, project, judge, settings
+):
+    from cryptography.fernet import Fernet
+
+    settings.CONCORD_ENCRYPTION_KEY = [Fernet.generate_key().decode()]
+    Judge.objects.filter(pk=judge.pk).update(capabilities={"logprobs": False}, probed_at=timezone.now())
+    url = reverse("judge_replace_key", args=[project.slug, judge.pk])
+    assert researcher_client.post(url, {"api_key": "sk-another-account-1234"}).status_code == 302
+    judge.refresh_from_db()
+    assert judge.api_key_hint == "sk-...1234" and judge.capabilities == {} and judge.probed_at is None

@@ -30,7 +30,7 @@ def serve():
 
 def test_probing_a_reasoning_model_finds_max_completion_tokens_no_temperature_no_logprobs(project, serve):
     server = serve("openai-reasoning")
-    judge = make_judge(project, server, model="fake-o4")
+    judge = make_judge(project, server, model="fake-o4", temperature=0.0)
     result = probe_connection(judge=judge)
     assert result.ok, result.message
     judge.refresh_from_db()
@@ -57,9 +57,11 @@ def test_probing_vllm_finds_everything(project, serve):
     assert caps["token_limit"] == "max_tokens" and caps["logprobs"] and caps["json_schema"] and caps["n"]
 
 
-def test_azure_judge_connects_through_deployment_urls_and_the_api_key_header(project, serve, monkeypatch):
+def test_azure_judge_connects_through_deployment_urls_and_the_api_key_header(
+    project, serve, declare_credential
+):
     server = serve("azure", api_key="azure-secret")
-    monkeypatch.setenv("AZURE_TEST_KEY", "azure-secret")
+    declare_credential("AZURE_TEST_KEY", "azure-secret")
     judge = make_judge(project, server, model="fake-gpt4o", endpoint="azure", api_key_env="AZURE_TEST_KEY")
     result = probe_connection(judge=judge)
     assert result.ok, result.message
@@ -149,19 +151,18 @@ def test_an_error_body_in_an_unknown_shape_is_named_in_one_sentence(project):
     )
 
 
-def test_an_expired_key_is_named(project, serve, monkeypatch):
+def test_an_expired_key_is_named(project, serve, declare_credential):
     server = serve("openai-chat", api_key="the-current-key")
-    monkeypatch.setenv("OLD_KEY", "sk-expired-0000000000")
+    declare_credential("OLD_KEY", "sk-expired-0000000000")
     judge = make_judge(project, server, api_key_env="OLD_KEY")
     result = probe_connection(judge=judge)
     assert not result.ok and "refused the API key" in result.message
     assert "sk-expired-0000000000" not in result.message
 
 
-def test_gemini_and_anthropic_error_bodies_give_their_message(serve, monkeypatch):
+def test_gemini_and_anthropic_error_bodies_give_their_message(serve):
     from judges import client
 
-    monkeypatch.setenv("K", "x")
     for profile, expected in (
         ("gemini-compat", "models/gemini-pro is not found"),
         ("anthropic-compat", "model: gemini-pro"),
@@ -170,7 +171,7 @@ def test_gemini_and_anthropic_error_bodies_give_their_message(serve, monkeypatch
         with pytest.raises(client.PermanentError, match=expected):
             client.chat(
                 base_url=server.base_url,
-                api_key_env="K",
+                api_key="x",
                 timeout=5,
                 request={"model": "gemini-pro", "messages": [{"role": "user", "content": "hi"}]},
             )
@@ -179,7 +180,7 @@ def test_gemini_and_anthropic_error_bodies_give_their_message(serve, monkeypatch
 def test_the_judge_page_shows_what_the_connection_test_found(researcher_client, project, serve):
     from django.urls import reverse
 
-    judge = make_judge(project, serve("openai-reasoning"), model="fake-o4")
+    judge = make_judge(project, serve("openai-reasoning"), model="fake-o4", temperature=0.0)
     page = researcher_client.get(reverse("judge_detail", args=[project.slug, judge.pk])).content.decode()
     assert "Not tested yet" in page
     tested = researcher_client.post(

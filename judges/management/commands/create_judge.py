@@ -1,11 +1,13 @@
-"""`manage.py create_judge --project SLUG --name NAME --base-url URL --model MODEL [--key-env NAME]
-[--temperature T] [--max-output-tokens N] [--samples N] [--logprobs] [--position-swap] [--concurrency N]
-[--rpm N] [--tpm N] [--price-in X] [--price-out Y]`: a judge for scripts, checked by the same form as the
-judge page (declared server credentials only, safe endpoints, no negative prices)."""
+"""`manage.py create_judge --project SLUG --name NAME --base-url URL --model MODEL [--endpoint KIND]
+[--key-env NAME] [--temperature T] [--reasoning-effort E] [--max-output-tokens N] [--samples N]
+[--logprobs] [--position-swap] [--concurrency N] [--rpm N] [--tpm N] [--price-in X] [--price-out Y]`:
+a judge for scripts, checked by the same form as the judge page (declared server credentials only, safe
+endpoints, no negative prices)."""
 
 from django.core.management.base import BaseCommand, CommandError
 
 from judges import credentials
+from judges.endpoints import AUTOMATIC, FAMILY_CHOICES, REASONING_EFFORTS
 from judges.forms import JudgeForm
 from judges.models import default_request_timeout
 from projects.models import Project
@@ -15,6 +17,8 @@ OPTIONS = {
     "name": "--name",
     "base_url": "--base-url",
     "model": "--model",
+    "endpoint": "--endpoint",
+    "reasoning_effort": "--reasoning-effort",
     "credential": "--key-env",
     "temperature": "--temperature",
     "max_tokens": "--max-output-tokens",
@@ -36,10 +40,22 @@ class Command(BaseCommand):
         parser.add_argument("--base-url", required=True, help="OpenAI-compatible base URL, e.g. .../v1")
         parser.add_argument("--model", required=True)
         parser.add_argument(
+            "--endpoint",
+            default=AUTOMATIC,
+            choices=[key for key, _ in FAMILY_CHOICES],
+            help="The endpoint kind, which decides the parameters sent; auto: from the base URL and model.",
+        )
+        parser.add_argument(
             "--key-env", default="", help=f"A server credential declared in {credentials.SETTING}."
         )
         parser.add_argument("--temperature", default="", help="0-2; unset: the endpoint's own default.")
         parser.add_argument("--max-output-tokens", default="256")
+        parser.add_argument(
+            "--reasoning-effort",
+            default="",
+            choices=["", *REASONING_EFFORTS],
+            help="Reasoning models only; unset: the endpoint's default.",
+        )
         parser.add_argument("--samples", default="1")
         parser.add_argument("--logprobs", action="store_true", help="Logprob scoring (likert rubrics).")
         parser.add_argument("--position-swap", action="store_true", help="Pairwise: judge both orders.")
@@ -58,6 +74,8 @@ class Command(BaseCommand):
             "name": options["name"],
             "base_url": options["base_url"],
             "model": options["model"],
+            "endpoint": options["endpoint"],
+            "reasoning_effort": options["reasoning_effort"],
             "credential": credentials.ENV_PREFIX + key_env if key_env else credentials.NO_KEY,
             "temperature": options["temperature"],
             "max_tokens": options["max_output_tokens"],
