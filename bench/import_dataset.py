@@ -172,7 +172,7 @@ def export_rows(url: str, rows_file: Path) -> int:
         with cursor.copy(f"COPY (SELECT {COLUMNS} FROM datasets_item ORDER BY id) TO STDOUT") as copy:
             for data in copy:
                 out.write(data)
-        count = cursor.execute("SELECT count(*) FROM datasets_item").fetchone()[0]
+        (count,) = cursor.execute("SELECT count(*) FROM datasets_item").fetchone() or (0,)
         conn.execute("TRUNCATE datasets_item CASCADE")
         conn.commit()
     with psycopg.connect(url, autocommit=True) as conn:
