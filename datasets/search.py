@@ -52,6 +52,13 @@ def search_words(text: str) -> str:
     return literal
 
 
+def is_one_word(query: str) -> bool:
+    """A query that is a single whole word (as WORD finds them) of at most WORD_CHARS characters: an item
+    has a word starting with it exactly when its text contains it from the start of a word, so the index
+    answers alone and the text need not be read (and decompressed) for every match of a common word."""
+    return len(query) <= WORD_CHARS and WORD.fullmatch(query) is not None
+
+
 def words_query(query: str) -> str | None:
     """The tsquery literal that finds every item whose text may contain `query` from the start of a
     word: each word of the query is a prefix of a word of the item. None when the query has no word."""

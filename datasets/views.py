@@ -17,7 +17,7 @@ from projects.access import RESEARCHER, get_project_for
 from .forms import ColumnMappingForm, DatasetUploadForm
 from .jobs import create_upload_job, set_mapping, start_upload_job
 from .models import Dataset, Item, UploadJob
-from .search import words_query
+from .search import UNINDEXED, is_one_word, words_query
 from .uploads import SizeLimitHandler, store_upload, upload_limit
 
 PAGE_SIZES = [25, 50, 100, 200]
@@ -202,8 +202,13 @@ def _text_matches(query: str) -> Q:
     wanted = words_query(query) if connection.vendor == "postgresql" else None
     if wanted is None:
         return contains
-    words = RawSQL("search_words @@ %s::tsquery", (wanted,), output_field=BooleanField())
-    return Q(words) & contains
+    if is_one_word(query.lower()):
+        return Q(_matches(f"'{query.lower()}':*")) | (Q(_matches(UNINDEXED)) & contains)
+    return Q(_matches(wanted)) & contains
+
+
+def _matches(tsquery: str) -> RawSQL:
+    return RawSQL("search_words @@ %s::tsquery", (tsquery,), output_field=BooleanField())
 
 
 def _json_scalar(value: str) -> int | float | bool | None:
