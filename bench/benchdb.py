@@ -29,3 +29,15 @@ def setup_django(bench_url: str) -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
+
+
+def run_threads(threads) -> float:
+    """Start every thread, wait for all of them; the wall seconds that took."""
+    import time
+
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - started

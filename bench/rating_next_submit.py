@@ -21,6 +21,8 @@ from urllib.parse import urlparse, urlunparse
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchdb import run_threads  # noqa: E402
+
 BENCH_DB = "concord_bench_rating"
 
 
@@ -162,12 +164,7 @@ def run_size(*, size: int, annotators: int, rounds: int, overlap: int) -> dict:
         )
         for user in users
     ]
-    started = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    wall = time.perf_counter() - started
+    wall = run_threads(threads)
     times = sorted(elapsed for elapsed, *_ in results)
     queries = [count for _, count, *_ in results]
     return {

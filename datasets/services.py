@@ -27,13 +27,14 @@ from psycopg.copy import QueuedLibpqWriter
 from .models import Dataset, Item
 from .readers import Encoding, EntryStream, FileRefused, detect_encoding, detect_format
 from .records import ItemRecord, RecordError, check_item_object
+from .search import search_words
 
 MAX_REPORTED = 1000  # problems and repairs kept for display; counts are always complete
 PROGRESS_EVERY = 2000  # items between progress callbacks
 BULK_BATCH = 2000
 COPY_STATEMENT = (
     "COPY datasets_item (dataset_id, external_id, position, context, response, baseline, metadata, "
-    "search_text) FROM STDIN"
+    "search_text, search_words) FROM STDIN"
 )
 COPY_BATCH_CHARS = 1 << 20
 ANALYZE_AFTER = 10_000  # items; a bulk load this large makes the table's statistics stale
@@ -490,7 +491,8 @@ def _copy_line(record: ItemRecord, position: int) -> str:
         _copy_escape(_dumps(record.response)),
         baseline,
         _copy_escape(_dumps(record.metadata)),
-        _copy_escape(search_text(record)),
+        _copy_escape(text := search_text(record)),
+        search_words(text),  # words only: nothing COPY would escape
     ]
     return "\t".join(fields) + "\n"
 

@@ -4,7 +4,8 @@ import json
 
 from django.contrib.auth.decorators import login_required
 from django.db import connection
-from django.db.models import Q, QuerySet
+from django.db.models import BooleanField, Q, QuerySet
+from django.db.models.expressions import RawSQL
 from django.db.models.fields.json import KeyTransform
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -16,6 +17,7 @@ from projects.access import RESEARCHER, get_project_for
 from .forms import ColumnMappingForm, DatasetUploadForm
 from .jobs import create_upload_job, set_mapping, start_upload_job
 from .models import Dataset, Item, UploadJob
+from .search import UNINDEXED, is_one_word, words_query
 from .uploads import SizeLimitHandler, store_upload, upload_limit
 
 PAGE_SIZES = [25, 50, 100, 200]
@@ -169,8 +171,7 @@ def _filtered_items(dataset: Dataset, *, query: str, meta: str) -> tuple[QuerySe
     items = Item.objects.filter(dataset=dataset).order_by("position")
     problem = ""
     if query:
-        # search_text is lower-cased and trigram-indexed on PostgreSQL, so LIKE '%q%' uses the index.
-        items = items.filter(Q(search_text__contains=query.lower()) | Q(external_id=query))
+        items = items.filter(_text_matches(query) | Q(external_id=query))
     if meta:
         key, sep, value = meta.partition("=")
         key, value = key.strip(), value.strip()
@@ -192,6 +193,22 @@ def _filtered_items(dataset: Dataset, *, query: str, meta: str) -> tuple[QuerySe
                 condition |= Q(meta_value=parsed)
             items = items.filter(condition)
     return items, problem
+
+
+def _text_matches(query: str) -> Q:
+    """Items whose search_text (lower-cased) contains `query`; on PostgreSQL from the start of a word,
+    narrowed first by the GIN index of the items' words (datasets/search.py)."""
+    contains = Q(search_text__contains=query.lower())
+    wanted = words_query(query) if connection.vendor == "postgresql" else None
+    if wanted is None:
+        return contains
+    if is_one_word(query.lower()):
+        return Q(_matches(f"'{query.lower()}':*")) | (Q(_matches(UNINDEXED)) & contains)
+    return Q(_matches(wanted)) & contains
+
+
+def _matches(tsquery: str) -> RawSQL:
+    return RawSQL("search_words @@ %s::tsquery", (tsquery,), output_field=BooleanField())
 
 
 def _json_scalar(value: str) -> int | float | bool | None:

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 
 from django.db import connection, transaction
 from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, F, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
 from django.db.models.lookups import LessThan
 from django.utils import timezone
 
@@ -75,7 +76,7 @@ def ensure_slots(*, evaluation: Evaluation) -> None:
     Items appended to the dataset after rating started join the queue on the next request: the
     dataset's item count is compared with the queue's length (two index counts, a few ms at 100k).
     """
-    if _queue_length(evaluation) >= _dataset_size(evaluation):
+    if _queue_is_complete(evaluation):
         return
     with transaction.atomic():
         Evaluation.objects.select_for_update().filter(pk=evaluation.pk).values_list("pk").first()
@@ -88,6 +89,23 @@ def ensure_slots(*, evaluation: Evaluation) -> None:
             _insert_slots_in_sql(evaluation=evaluation, shuffled=shuffled)
         else:
             _insert_slots_in_python(evaluation=evaluation, shuffled=shuffled)
+
+
+def _queue_is_complete(evaluation: Evaluation) -> bool:
+    """Both counts in one statement: this runs before every "next item"."""
+    queued = (
+        Slot.objects.filter(evaluation=evaluation).order_by().values("evaluation").annotate(n=Count("pk"))
+    )
+    items = (
+        Item.objects.filter(dataset_id=evaluation.dataset_id)
+        .order_by()
+        .values("dataset")
+        .annotate(n=Count("pk"))
+    )
+    row = Evaluation.objects.filter(pk=evaluation.pk).values_list(
+        Coalesce(Subquery(queued.values("n")), 0), Coalesce(Subquery(items.values("n")), 0)
+    )[0]
+    return row[0] >= row[1]
 
 
 def _queue_length(evaluation: Evaluation) -> int:
@@ -165,13 +183,16 @@ def release_expired(
     `keep_user`'s own reservation is left alone: they are asking for their next item, and get it back.
     """
     now = now or timezone.now()
+    expired_rows = Assignment.objects.filter(
+        evaluation=evaluation, status=Status.RESERVED, reserved_until__lt=now
+    )
+    if keep_user is not None:
+        expired_rows = expired_rows.exclude(user=keep_user)
+    if not expired_rows.exists():  # the usual case: one read, no transaction to open and commit
+        return 0
     with transaction.atomic():
-        expired_rows = Assignment.objects.select_for_update(skip_locked=True).filter(
-            evaluation=evaluation, status=Status.RESERVED, reserved_until__lt=now
-        )
-        if keep_user is not None:
-            expired_rows = expired_rows.exclude(user=keep_user)
-        expired = list(expired_rows.order_by("item_id").values_list("pk", "item_id")[:limit])
+        locked = expired_rows.select_for_update(skip_locked=True)
+        expired = list(locked.order_by("item_id").values_list("pk", "item_id")[:limit])
         if not expired:
             return 0
         Assignment.objects.filter(pk__in=[pk for pk, _ in expired]).update(status=Status.EXPIRED)

@@ -1,0 +1,73 @@
+import random
+import re
+
+import pytest
+from django.db import connection
+from django.urls import reverse
+
+from datasets import search
+from datasets.services import import_dataset
+
+from .helpers import dialog, write_jsonl
+
+TRICKY = "It’s the café—really! snake_case naïve\u00a0word e\u0301 🙂emoji🙂 tab\there \ud800 x,y"
+
+
+def test_words_of_finds_the_same_words_as_the_regular_expression():
+    rng = random.Random(5)
+    texts = [TRICKY.lower()] + [
+        "".join(rng.choice("ab c_-.,é’—\u00a0\t\n🙂Z9ß") for _ in range(60)).lower() for _ in range(2000)
+    ]
+    for text in texts:
+        assert search.words_of(text) == {word[: search.WORD_CHARS] for word in re.findall(r"\w+", text)}
+
+
+def test_long_words_are_indexed_and_looked_up_by_their_first_characters():
+    long_word = "x" * 50
+    assert search.search_words(long_word) == f"'{'x' * search.WORD_CHARS}'"
+    assert search.words_query(long_word + "yz") == f"('{'x' * search.WORD_CHARS}':*) | ' '"
+    assert search.words_query("?!") is None
+
+
+@pytest.fixture
+def browse(researcher_client, project, tmp_path):
+    def make(texts: list[str]):
+        objects = [dialog(n, response={"speaker": "BOT", "text": text}) for n, text in enumerate(texts)]
+        result = import_dataset(
+            project=project, name="Search", path=write_jsonl(tmp_path / "s.jsonl", objects)
+        )
+        assert result.ok
+        url = reverse("dataset_detail", args=[project.slug, result.dataset.pk])
+
+        def found(query: str) -> set[str]:
+            content = researcher_client.get(url, {"q": query}).content.decode()
+            return {f"d-{n}" for n in range(len(texts)) if f">d-{n}<" in content}
+
+        return found
+
+    return make
+
+
+@pytest.mark.django_db
+def test_search_finds_text_from_the_start_of_any_word(browse):
+    found = browse(["Near the Zebra crossing—really.", "It’s a café, naïve", "zebras cross here"])
+    assert found("zebra") == {"d-0", "d-2"}
+    assert found("ZEBRA CROSS") == {"d-0"}  # the whole query, in this order
+    assert found("really") == {"d-0"}  # after an em dash
+    assert found("s a caf") == {"d-1"}  # after a curly apostrophe
+    assert found("crossing zebra") == set()
+    assert found("d-2") == {"d-2"}  # the id
+
+
+@pytest.mark.django_db
+def test_search_does_not_find_fragments_from_inside_a_word_on_postgresql(browse):
+    found = browse(["Near the Zebra crossing."])
+    assert found("ebra") == (set() if connection.vendor == "postgresql" else {"d-0"})
+
+
+@pytest.mark.django_db
+def test_items_with_too_many_words_for_the_index_are_still_found(browse, monkeypatch):
+    monkeypatch.setattr(search, "MAX_LEXEME_BYTES", 10)
+    found = browse(["Near the Zebra crossing.", "a cat"])
+    assert found("zebra") == {"d-0"}
+    assert found("cat") == {"d-1"}
