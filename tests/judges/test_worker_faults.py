@@ -247,7 +247,9 @@ def test_killed_worker_run_completes_when_a_new_worker_starts_each_call_once(pro
     assert run.status == JudgeRun.Status.DONE
     assert_each_call_once(run, 40)
     asked_twice = server.stats.completions - 40
-    assert 0 <= asked_twice <= 4  # only the calls cut off mid-request (at most one per lane) were repeated
+    # Only calls the kill cut off were asked again: per lane (concurrency 4) at most the request in flight and
+    # the one answered but not yet stored by the lane's background finish.
+    assert 0 <= asked_twice <= 2 * 4
 
 
 def test_run_completes_when_redis_restarts_mid_run(project, workers, own_redis, server):
