@@ -1,11 +1,7 @@
 from __future__ import annotations
 
-import json
-
 from django.contrib.auth.decorators import login_required
-from django.db import connection
 from django.db.models import Q, QuerySet
-from django.db.models.fields.json import KeyTransform
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
@@ -13,6 +9,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from projects.access import RESEARCHER, get_project_for
 
+from . import db
 from .forms import ColumnMappingForm, DatasetUploadForm
 from .jobs import create_upload_job, set_mapping, start_upload_job
 from .models import Dataset, Item, UploadJob
@@ -176,30 +173,9 @@ def _filtered_items(dataset: Dataset, *, query: str, meta: str) -> tuple[QuerySe
         key, value = key.strip(), value.strip()
         if not sep or not key:
             problem = "Filter metadata as key=value, for example topic=Concert."
-        elif connection.vendor == "postgresql":
-            # jsonb containment uses the GIN index; 'turns=6' also matches the number 6.
-            condition = Q(metadata__contains={key: value})
-            parsed = _json_scalar(value)
-            if parsed is not None:
-                condition |= Q(metadata__contains={key: parsed})
-            items = items.filter(condition)
         else:
-            # KeyTransform rather than metadata__<key>, so a key named like a lookup stays a key.
-            items = items.alias(meta_value=KeyTransform(key, "metadata"))
-            condition = Q(meta_value=value)
-            parsed = _json_scalar(value)
-            if parsed is not None:
-                condition |= Q(meta_value=parsed)
-            items = items.filter(condition)
+            items = db.metadata_filter(items, key=key, value=value)
     return items, problem
-
-
-def _json_scalar(value: str) -> int | float | bool | None:
-    try:
-        parsed = json.loads(value)
-    except ValueError:
-        return None
-    return parsed if isinstance(parsed, int | float | bool) else None
 
 
 def _count(dataset: Dataset, items: QuerySet[Item], *, filtered: bool) -> int:

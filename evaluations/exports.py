@@ -40,6 +40,7 @@ from django.db import connection, transaction
 from datasets.models import Item
 from rubrics.models import Rubric
 
+from . import db
 from .models import Evaluation, Rating
 
 LONG_COLUMNS = [
@@ -86,7 +87,7 @@ def filename(evaluation: Evaluation, layout: str) -> str:
 def stream(evaluation: Evaluation, layout: str) -> Iterator[bytes]:
     """The export of `evaluation` in `layout` (long, wide or jsonl) as UTF-8 byte chunks."""
     if layout == "long":
-        return long_csv_copy(evaluation) if connection.vendor == "postgresql" else long_csv(evaluation)
+        return long_csv_copy(evaluation) if db.exports_with_copy() else long_csv(evaluation)
     if layout == "wide":
         return wide_csv(evaluation)
     if layout == "jsonl":

@@ -28,7 +28,7 @@ from evaluations.models import Rating
 from rubrics.models import RubricVersion
 from rubrics.rendering import RenderError, render_prompt
 
-from . import client
+from . import client, db
 from .models import CachedReply, JudgeCall, JudgeRun
 from .parsing import Parsed, format_score, logprob_score, parse_reply
 from .ratelimit import RateLimiter
@@ -313,7 +313,7 @@ def claim_next_call(ctx: LaneContext) -> tuple[JudgeCall, uuid.UUID] | None:
     """
     stale = timezone.now() - timedelta(seconds=ctx.lease_seconds)
     for status, stale_before in ((JudgeCall.Status.PENDING, None), (JudgeCall.Status.CLAIMED, stale)):
-        if connection.vendor == "postgresql":
+        if db.claims_in_one_statement():
             claimed = _claim_postgresql(ctx.run_id, status, stale_before)
         else:
             found = _claim_portable(ctx.run_id, status, stale_before)
@@ -339,7 +339,7 @@ class ClaimAhead:
         return future.result()
 
     def prefetch(self) -> None:
-        if not connection.in_atomic_block:
+        if db.helper_threads_see_our_writes():
             self.future = _claimer.submit(_claim_in_thread, self.ctx)
 
     def release(self) -> None:
@@ -480,7 +480,7 @@ def finish_soon(ctx: LaneContext, call: JudgeCall, token: uuid.UUID, fields: dic
     """Store a done call on the worker's finisher threads, so the lane's next request goes out at once
     instead of after the database round trips; inside a transaction (whose rows other connections
     cannot see) it is stored right here. The lane waits for its finishes before it ends."""
-    if connection.in_atomic_block:
+    if not db.helper_threads_see_our_writes():
         return "done" if finish_call(ctx, call, token, fields) else "lost"
     ctx.finishes.append(_finisher.submit(_finish_in_thread, ctx, call, token, fields))
     return "done"

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Count, Exists, F, OuterRef, Subquery
 from django.db.models.lookups import LessThan
 from django.utils import timezone
@@ -19,7 +19,8 @@ from datasets.models import Item
 from evaluations.models import Evaluation, Rater, Rating, RatingRevision
 from rubrics.models import Rubric, RubricVersion
 
-from .models import Assignment, Slot, pairwise_left_side, shuffled_rank
+from . import db
+from .models import Assignment, Slot, pairwise_left_side
 
 Status = Assignment.Status
 MAX_SECONDS_SPENT = 24 * 3600.0
@@ -79,11 +80,7 @@ def ensure_slots(*, evaluation: Evaluation) -> None:
         Evaluation.objects.select_for_update().filter(pk=evaluation.pk).values_list("pk").first()
         if _queue_length(evaluation) >= _dataset_size(evaluation):
             return
-        shuffled = evaluation.order == Evaluation.Order.SHUFFLED
-        if connection.vendor == "postgresql":
-            _insert_slots_in_sql(evaluation=evaluation, shuffled=shuffled)
-        else:
-            _insert_slots_in_python(evaluation=evaluation, shuffled=shuffled)
+        db.insert_slots(evaluation=evaluation, shuffled=evaluation.order == Evaluation.Order.SHUFFLED)
 
 
 def _queue_length(evaluation: Evaluation) -> int:
@@ -92,42 +89,6 @@ def _queue_length(evaluation: Evaluation) -> int:
 
 def _dataset_size(evaluation: Evaluation) -> int:
     return Item.objects.filter(dataset_id=evaluation.dataset_id).count()
-
-
-def _insert_slots_in_sql(*, evaluation: Evaluation, shuffled: bool) -> None:
-    """Slots for the dataset's items that have none yet (all of them, the first time)."""
-    rank = (
-        "('x' || substr(md5(%s::text || ':' || i.id::text), 1, 15))::bit(60)::bigint"
-        if shuffled
-        else "i.position"
-    )
-    params: list[int] = [evaluation.pk] + ([evaluation.pk] if shuffled else [])
-    params += [evaluation.dataset_id, evaluation.pk]
-    table = Slot._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} (evaluation_id, item_id, rank, claims, is_open) "
-            f"SELECT %s, i.id, {rank}, 0, true FROM {Item._meta.db_table} i WHERE i.dataset_id = %s "
-            f"AND NOT EXISTS (SELECT 1 FROM {table} s WHERE s.evaluation_id = %s AND s.item_id = i.id)",
-            params,
-        )
-
-
-def _insert_slots_in_python(*, evaluation: Evaluation, shuffled: bool) -> None:
-    queued = set(Slot.objects.filter(evaluation=evaluation).values_list("item_id", flat=True))
-    items = Item.objects.filter(dataset_id=evaluation.dataset_id).values_list("id", "position")
-    Slot.objects.bulk_create(
-        (
-            Slot(
-                evaluation=evaluation,
-                item_id=item_id,
-                rank=shuffled_rank(evaluation_id=evaluation.pk, item_id=item_id) if shuffled else position,
-            )
-            for item_id, position in items.iterator(chunk_size=5000)
-            if item_id not in queued
-        ),
-        batch_size=2000,
-    )
 
 
 def _overlap_of(evaluation_id: int) -> Subquery:

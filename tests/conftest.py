@@ -5,6 +5,25 @@ import pytest
 from tests import factories
 
 
+def pytest_configure(config):
+    from tests.workers import use_own_queue
+
+    use_own_queue()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip tests marked `postgres(reason=...)` when the suite runs on another database, saying why."""
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        return
+    for item in items:
+        marker = item.get_closest_marker("postgres")
+        if marker is not None:
+            reason = marker.kwargs.get("reason") or (marker.args[0] if marker.args else "")
+            item.add_marker(pytest.mark.skip(reason=f"PostgreSQL only: {reason}"))
+
+
 @pytest.fixture(autouse=True)
 def fast_password_hashing(settings):
     """Real hashing costs about a second per user; tests make many users."""
