@@ -14,7 +14,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def boot(tmp_path: Path, *command: str, **env: str) -> subprocess.CompletedProcess:
     """`manage.py check` (or `command`) with only the given variables set, var/ in `tmp_path`."""
     environment = {
-        k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL"}
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL", "CONCORD_TEST_DB"}
     }
     environment.update(CONCORD_VAR_DIR=str(tmp_path), **env)
     return subprocess.run(
