@@ -15,12 +15,7 @@ from agreement.reading import metadata_keys
 from agreement.services import cached_report, report_for_page
 from datasets.models import Item
 from evaluations.models import Evaluation, Rating
-from projects.access import RESEARCHER, get_project_for
-
-
-def _evaluation(request, slug: str, pk: int) -> Evaluation:
-    project = get_project_for(request.user, slug, role=RESEARCHER)
-    return get_object_or_404(Evaluation.objects.select_related("project", "dataset"), project=project, pk=pk)
+from projects.access import get_evaluation_for
 
 
 def _where(request) -> dict[str, str]:
@@ -33,7 +28,7 @@ def _where(request) -> dict[str, str]:
 @require_GET
 @login_required
 def agreement_report(request, slug: str, pk: int):
-    evaluation = _evaluation(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk)
     where = _where(request)
     page = report_for_page(evaluation=evaluation, where=where)
     report = page.payload
@@ -62,7 +57,7 @@ def _filename(evaluation: Evaluation, where: dict[str, str], suffix: str) -> str
 @require_GET
 @login_required
 def agreement_report_json(request, slug: str, pk: int):
-    evaluation = _evaluation(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk)
     where = _where(request)
     report, _ = cached_report(evaluation=evaluation, where=where)
     response = JsonResponse(report, json_dumps_params={"indent": 2, "ensure_ascii": False})
@@ -73,7 +68,7 @@ def agreement_report_json(request, slug: str, pk: int):
 @require_GET
 @login_required
 def agreement_report_csv(request, slug: str, pk: int):
-    evaluation = _evaluation(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk)
     where = _where(request)
     report, _ = cached_report(evaluation=evaluation, where=where)
     response = HttpResponse(report_csv(report), content_type="text/csv; charset=utf-8")
@@ -84,7 +79,7 @@ def agreement_report_csv(request, slug: str, pk: int):
 @require_GET
 @login_required
 def agreement_item(request, slug: str, pk: int, item_pk: int):
-    evaluation = _evaluation(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk)
     item = get_object_or_404(Item, pk=item_pk, dataset_id=evaluation.dataset_id)
     ratings = (
         Rating.objects.filter(evaluation=evaluation, item=item)

@@ -8,12 +8,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from evaluations.models import Evaluation
-from projects.access import RESEARCHER, get_project_for
+from projects.access import RESEARCHER, get_evaluation_for, get_judge_run_for, get_project_for
 
 from . import services
 from .forms import JudgeForm, RunChoiceForm
-from .models import Judge, JudgeCall, JudgeRun
+from .models import Judge, JudgeCall
 
 RECENT_PROBLEMS = 10
 
@@ -62,17 +61,13 @@ def judge_test_connection(request, slug: str, pk: int):
     return render(request, template, context)
 
 
-def _evaluation(project, pk: int) -> Evaluation:
-    return get_object_or_404(Evaluation.objects.select_related("dataset"), project=project, pk=pk)
-
-
 @require_http_methods(["GET", "POST"])
 @login_required
 def judge_run_create(request, slug: str, pk: int):
     """GET: pick a judge and rubric versions; with a judge picked, show calls, tokens and cost per version
     and in total. POST: launch one run per version (all or none)."""
-    project = get_project_for(request.user, slug, role=RESEARCHER)
-    evaluation = _evaluation(project, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk)
+    project = evaluation.project
     data = request.POST if request.method == "POST" else (request.GET if "judge" in request.GET else None)
     form = RunChoiceForm(data, evaluation=evaluation)
     context = {"project": project, "evaluation": evaluation, "form": form, "estimates": None}
@@ -102,19 +97,11 @@ def judge_run_create(request, slug: str, pk: int):
     return render(request, template, context)
 
 
-def _run(project, pk: int) -> JudgeRun:
-    return get_object_or_404(
-        JudgeRun.objects.select_related("judge", "evaluation", "rubric_version__rubric", "rater"),
-        evaluation__project=project,
-        pk=pk,
-    )
-
-
 @require_GET
 @login_required
 def judge_run_detail(request, slug: str, pk: int):
-    project = get_project_for(request.user, slug, role=RESEARCHER)
-    run = _run(project, pk)
+    run = get_judge_run_for(request.user, slug, pk)
+    project = run.evaluation.project
     context = {"project": project, "run": run, "progress": services.run_progress(run)}
     if request.htmx:
         return render(request, "judges/judge_run_detail.html#progress", context)
@@ -130,8 +117,8 @@ def judge_run_detail(request, slug: str, pk: int):
 @require_POST
 @login_required
 def judge_run_cancel(request, slug: str, pk: int):
-    project = get_project_for(request.user, slug, role=RESEARCHER)
-    run = _run(project, pk)
+    run = get_judge_run_for(request.user, slug, pk)
+    project = run.evaluation.project
     if services.cancel_run(run=run):
         messages.success(request, "Run cancelled. Calls in flight finish; resume to continue later.")
     else:
@@ -142,8 +129,8 @@ def judge_run_cancel(request, slug: str, pk: int):
 @require_POST
 @login_required
 def judge_run_resume(request, slug: str, pk: int):
-    project = get_project_for(request.user, slug, role=RESEARCHER)
-    run = _run(project, pk)
+    run = get_judge_run_for(request.user, slug, pk)
+    project = run.evaluation.project
     reopened = services.resume_run(run=run)
     messages.success(request, f"Run resumed; {reopened} failed or interrupted call(s) will be tried again.")
     return redirect("judge_run_detail", slug=project.slug, pk=run.pk)

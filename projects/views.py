@@ -5,7 +5,7 @@ from django.shortcuts import redirect, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from .access import RESEARCHER, get_project_for, is_researcher, projects_for
+from .access import RESEARCHER, get_project_for, get_role_for, projects_for
 from .forms import MemberForm, ProjectForm
 from .models import Membership, Project
 
@@ -36,8 +36,8 @@ def project_create(request):
 @require_GET
 @login_required
 def project_detail(request, slug: str):
-    project = get_project_for(request.user, slug)
-    if not is_researcher(request.user, project):
+    project, role = get_role_for(request.user, slug)
+    if role != RESEARCHER:
         return render(request, "projects/project_detail.html", annotator_context(request.user, project))
     return render(request, "projects/project_detail.html", researcher_context(project))
 

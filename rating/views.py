@@ -14,7 +14,7 @@ from django_htmx.middleware import HtmxDetails
 
 from datasets.models import Item
 from evaluations.models import Evaluation
-from projects.access import RESEARCHER, get_project_for
+from projects.access import ANNOTATOR, get_evaluation_for
 
 from . import annotators, pages, services
 from .models import Assignment, pairwise_left_side
@@ -25,19 +25,6 @@ class HtmxHttpRequest(HttpRequest):
 
 
 RATE_TEMPLATE = "rating/rate_item.html"
-
-
-def _evaluation_for_annotator(request: HttpRequest, slug: str, pk: int) -> Evaluation:
-    """An evaluation the user rates in; others (even researchers of the project) get 404."""
-    project = get_project_for(request.user, slug)
-    return get_object_or_404(
-        Evaluation.objects.select_related("project"), project=project, pk=pk, annotators=request.user
-    )
-
-
-def _evaluation_for_researcher(request: HttpRequest, slug: str, pk: int) -> Evaluation:
-    project = get_project_for(request.user, slug, role=RESEARCHER)
-    return get_object_or_404(Evaluation.objects.select_related("project"), project=project, pk=pk)
 
 
 def _assignment(evaluation: Evaluation, item_id: int, user) -> Assignment:
@@ -75,7 +62,7 @@ def annotator_home(request: HttpRequest) -> HttpResponse:
 @require_GET
 @login_required
 def rate_next(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    evaluation = _evaluation_for_annotator(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk, role=ANNOTATOR)
     assignment = services.next_assignment(evaluation=evaluation, user=request.user)
     if assignment is None:
         messages.success(request, f"Nothing left for you to rate in “{evaluation.name}”. Thank you!")
@@ -86,7 +73,7 @@ def rate_next(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 @require_GET
 @login_required
 def rate_item(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -> HttpResponse:
-    evaluation = _evaluation_for_annotator(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk, role=ANNOTATOR)
     assignment = _assignment(evaluation, item_id, request.user)
     context = pages.rating_context(evaluation=evaluation, assignment=assignment)
     return render(request, RATE_TEMPLATE + ("#panel" if request.htmx else ""), context)
@@ -147,7 +134,7 @@ def _not_yours(request: HtmxHttpRequest, evaluation: Evaluation, item_id: int) -
 @require_POST
 @login_required
 def rate_submit(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -> HttpResponse:
-    evaluation = _evaluation_for_annotator(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk, role=ANNOTATOR)
     assignment = _own_assignment(evaluation, item_id, request.user)
     if assignment is None:
         return _not_yours(request, evaluation, item_id)
@@ -190,7 +177,7 @@ def rate_submit(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -> H
 @login_required
 def rate_set_aside(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -> HttpResponse:
     """Skip an item, or flag it as a problem, with a reason."""
-    evaluation = _evaluation_for_annotator(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk, role=ANNOTATOR)
     assignment = _assignment(evaluation, item_id, request.user)
     flag = request.POST.get("action") == "flag"
     try:
@@ -220,7 +207,7 @@ def rate_set_aside(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -
 @require_GET
 @login_required
 def rate_history(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    evaluation = _evaluation_for_annotator(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk, role=ANNOTATOR)
     context = pages.history_context(evaluation=evaluation, user=request.user, page=request.GET.get("page"))
     return render(request, "rating/history.html", context)
 
@@ -242,7 +229,7 @@ def _report(request: HttpRequest, outcome: annotators.Outcome) -> None:
 @require_POST
 @login_required
 def annotators_add(request: HtmxHttpRequest, slug: str, pk: int) -> HttpResponse:
-    evaluation = _evaluation_for_researcher(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk)
     outcome = annotators.add_existing(evaluation=evaluation, usernames=request.POST.get("usernames", ""))
     if not request.htmx:
         _report(request, outcome)
@@ -252,7 +239,7 @@ def annotators_add(request: HtmxHttpRequest, slug: str, pk: int) -> HttpResponse
 @require_POST
 @login_required
 def annotator_create(request: HtmxHttpRequest, slug: str, pk: int) -> HttpResponse:
-    evaluation = _evaluation_for_researcher(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk)
     outcome = annotators.create_account(
         evaluation=evaluation,
         username=request.POST.get("username", ""),
@@ -267,7 +254,7 @@ def annotator_create(request: HtmxHttpRequest, slug: str, pk: int) -> HttpRespon
 @require_POST
 @login_required
 def annotator_remove(request: HtmxHttpRequest, slug: str, pk: int, user_id: int) -> HttpResponse:
-    evaluation = _evaluation_for_researcher(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk)
     outcome = annotators.remove(evaluation=evaluation, user_id=user_id)
     if not request.htmx:
         _report(request, outcome)
@@ -277,7 +264,7 @@ def annotator_remove(request: HtmxHttpRequest, slug: str, pk: int, user_id: int)
 @require_POST
 @login_required
 def assignment_settings(request: HtmxHttpRequest, slug: str, pk: int) -> HttpResponse:
-    evaluation = _evaluation_for_researcher(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk)
     outcome = annotators.change_settings(evaluation=evaluation, data=request.POST)
     if not request.htmx:
         _report(request, outcome)
@@ -302,7 +289,9 @@ def csrf_failure(request: HtmxHttpRequest, reason: str = "") -> HttpResponse:
     match = request.resolver_match
     if match is not None and match.url_name == "rate_submit" and request.user.is_authenticated:
         try:
-            evaluation = _evaluation_for_annotator(request, match.kwargs["slug"], match.kwargs["pk"])
+            evaluation = get_evaluation_for(
+                request.user, match.kwargs["slug"], match.kwargs["pk"], role=ANNOTATOR
+            )
         except (Http404, PermissionDenied):
             return csrf_views.csrf_failure(request, reason=reason)
         assignment = _own_assignment(evaluation, match.kwargs["item_id"], request.user)
