@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import csv
 import io
+
+from evaluations import safe_csv
 
 LABELS = {
     "krippendorff_alpha": "Krippendorff's alpha",
@@ -38,10 +39,23 @@ CSV_COLUMNS = [
 ]
 
 
-def metric_label(metric: str) -> str:
+# Names that say what a figure is, where it depends on the rubric's kind (see agreement.tables.Context).
+KIND_LABELS = {
+    ("cohen_kappa", "likert"): "Cohen's kappa, quadratic weights",
+    ("cohen_kappa", "categorical"): "Cohen's kappa, unweighted",
+    ("cohen_kappa", "pairwise"): "Cohen's kappa, unweighted",
+    ("krippendorff_alpha", "likert"): "Krippendorff's alpha, ordinal",
+    ("krippendorff_alpha", "categorical"): "Krippendorff's alpha, nominal",
+    ("krippendorff_alpha", "pairwise"): "Krippendorff's alpha, nominal",
+    ("percent_agreement", "likert"): "Percent agreement (same scale point)",
+    ("fleiss_kappa", "likert"): "Fleiss' kappa, unweighted",
+}
+
+
+def metric_label(metric: str, kind: str = "") -> str:
     if metric.startswith("f1_"):
         return f"F1 of {metric[3:]}"
-    return LABELS.get(metric, metric.replace("_", " "))
+    return KIND_LABELS.get((metric, kind)) or LABELS.get(metric, metric.replace("_", " "))
 
 
 def fmt(value) -> str:
@@ -52,7 +66,7 @@ def fmt(value) -> str:
     return str(value)
 
 
-def metric_rows(figures: dict, ci: dict | None = None) -> list[dict]:
+def metric_rows(figures: dict, ci: dict | None = None, kind: str = "") -> list[dict]:
     """[{metric, label, value, ci, why}] for every metric in a block, in the block's order."""
     ci = ci or figures.get("ci") or {}
     why = figures.get("why") or {}
@@ -64,7 +78,7 @@ def metric_rows(figures: dict, ci: dict | None = None) -> list[dict]:
         rows.append(
             {
                 "metric": metric,
-                "label": metric_label(metric),
+                "label": metric_label(metric, kind),
                 "value": fmt(value),
                 "ci": f"{interval[0]:.3f} – {interval[1]:.3f}" if interval else "",
                 "why": why.get(metric, ""),
@@ -73,16 +87,17 @@ def metric_rows(figures: dict, ci: dict | None = None) -> list[dict]:
     return rows
 
 
-def comparison_rows(rater: dict) -> list[dict]:
+def comparison_rows(rater: dict, kind: str = "") -> list[dict]:
     """One row per metric: the model against the people's majority/mean and against each person."""
-    major = {row["metric"]: row for row in metric_rows(rater["vs_majority"], rater.get("ci"))}
-    each = {row["metric"]: row for row in metric_rows(rater["vs_each_human"], rater.get("ci_vs_each_human"))}
+    major = {row["metric"]: row for row in metric_rows(rater["vs_majority"], rater.get("ci"), kind)}
+    each_ci = rater.get("ci_vs_each_human")
+    each = {row["metric"]: row for row in metric_rows(rater["vs_each_human"], each_ci, kind)}
     rows = []
     for metric in [*major, *(m for m in each if m not in major)]:
         a, b = major.get(metric), each.get(metric)
         rows.append(
             {
-                "label": metric_label(metric),
+                "label": metric_label(metric, kind),
                 "majority": a["value"] if a else "–",
                 "majority_ci": a["ci"] if a else "",
                 "each": b["value"] if b else "–",
@@ -134,7 +149,7 @@ def present_rubric(block: dict) -> dict:
         raters.append(
             {
                 **rater,
-                "rows": comparison_rows(rater),
+                "rows": comparison_rows(rater, block["kind"]),
                 "heat": heat_map(rater["confusion"]),
             }
         )
@@ -146,7 +161,7 @@ def present_rubric(block: dict) -> dict:
     return {
         **block,
         "disagreements_by_model": by_model,
-        "human_rows": metric_rows(hh),
+        "human_rows": metric_rows(hh, kind=block["kind"]),
         "pairs": hh.get("pairs", []),
         "model_raters": raters,
         "bars": distribution_bars(block),
@@ -154,9 +169,9 @@ def present_rubric(block: dict) -> dict:
 
 
 def report_csv(report: dict) -> str:
-    """The report flattened to one row per figure; text cells that a spreadsheet would run are quoted."""
+    """The report flattened to one row per figure, written through `evaluations.safe_csv`."""
     out = io.StringIO()
-    writer = csv.writer(out)
+    writer = safe_csv.writer(out)
     writer.writerow(CSV_COLUMNS)
     for block in report["rubrics"]:
         head = [block["rubric"], block["version"], block["kind"]]
@@ -172,9 +187,9 @@ def report_csv(report: dict) -> str:
             _write_block(writer, head, "vs_each_human", rater["rater"], "", rater["vs_each_human"], each_ci)
             writer.writerow(
                 [
-                    *map(safe_cell, head),
+                    *head,
                     "counts",
-                    safe_cell(rater["rater"]),
+                    rater["rater"],
                     "",
                     rater["items"],
                     "parse_failures",
@@ -195,10 +210,10 @@ def _write_block(
         value = figures[row["metric"]]
         writer.writerow(
             [
-                *map(safe_cell, head),
+                *head,
                 name,
-                safe_cell(rater),
-                safe_cell(other),
+                rater,
+                other,
                 figures.get("items", ""),
                 row["metric"],
                 "" if value is None else value,
@@ -207,10 +222,3 @@ def _write_block(
                 row["why"],
             ]
         )
-
-
-def safe_cell(value):
-    """Text starting with = + - @ would run as a formula in a spreadsheet: prefix it with a quote."""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return value

@@ -131,7 +131,7 @@ def _metadata_text(key: str) -> Cast:
 
 def items_matching(*, evaluation: Evaluation, where: dict[str, str]) -> np.ndarray:
     """Ids of the evaluation's items whose metadata has key = value for every pair in `where`."""
-    queryset = Item.objects.filter(dataset_id=evaluation.dataset_id)
+    queryset = evaluation.items()
     for n, (key, value) in enumerate(sorted(where.items())):
         alias = f"meta_value_{n}"
         queryset = queryset.annotate(**{alias: _metadata_text(key)}).filter(**{alias: value})

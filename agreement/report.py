@@ -43,7 +43,7 @@ def build_report(
     versions = evaluation_versions(evaluation=evaluation, rubric=rubric)
     raters = rater_directory(evaluation)
     selected = items_matching(evaluation=evaluation, where=where) if where else None
-    total_items = Item.objects.filter(dataset_id=evaluation.dataset_id).count() if selected is None else None
+    total_items = evaluation.items().count() if selected is None else None
     blocks = []
     for version in versions:
         data = load_ratings(evaluation=evaluation, version=version)

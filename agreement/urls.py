@@ -15,6 +15,11 @@ urlpatterns = [
         name="agreement_report_csv",
     ),
     path(
+        "p/<slug:slug>/evaluations/<int:pk>/report/disagreements/",
+        views.agreement_disagreements,
+        name="agreement_disagreements",
+    ),
+    path(
         "p/<slug:slug>/evaluations/<int:pk>/report/items/<int:item_pk>/",
         views.agreement_item,
         name="agreement_item",

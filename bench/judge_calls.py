@@ -32,6 +32,8 @@ os.environ.update(
     REDIS_URL=BROKER,
     DJANGO_SETTINGS_MODULE="config.settings",
     BENCH_JUDGE_KEY="bench",
+    CONCORD_JUDGE_CREDENTIALS="BENCH_JUDGE_KEY",
+    CONCORD_JUDGE_ALLOW_PRIVATE="true",  # the simulated model listens on loopback
     LOG_LEVEL="WARNING",
 )
 sys.path.insert(0, str(ROOT))

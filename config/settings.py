@@ -5,7 +5,10 @@ Celery broker kept in files under var/broker, so `bin/concord` needs no server. 
 value stops start-up with an error that names the variable.
 """
 
+import base64
 import os
+import re
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -56,6 +59,15 @@ def env_float(name: str, default: float, *, minimum: float = 0.0) -> float:
     if value < minimum:
         raise ImproperlyConfigured(f"{name} must be at least {minimum}, not {value}")
     return value
+
+
+def env_choice(name: str, default: str, *, choices: tuple[str, ...]) -> str:
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw not in choices:
+        raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, not {raw!r}")
+    return raw
 
 
 def env_list(name: str, default: list[str]) -> list[str]:
@@ -139,6 +151,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "django_htmx",
+    "axes",
     "projects",
     "rubrics",
     "datasets",
@@ -150,6 +163,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -157,6 +171,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a locked login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -188,6 +204,18 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "project_list"
 LOGOUT_REDIRECT_URL = "login"
 
+# Login throttling (django-axes): after LOGIN_FAILURE_LIMIT failed logins for one username from one address,
+# that pair is locked for LOGIN_LOCKOUT_MINUTES after its last attempt; staff can unlock it in the admin
+# (Access attempts). A success resets the count. Behind a proxy every client has the proxy's address, so
+# the lock then holds per username.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "config.lockout.login_locked"
+AXES_VERBOSE = False
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = False
@@ -196,6 +224,35 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
+# WhiteNoise serves the collected files (bin/concord runs collectstatic) under gunicorn; with DEBUG off they
+# get hashed names and compressed copies, so browsers may cache them for good.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if DEBUG
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    },
+}
+WHITENOISE_AUTOREFRESH = DEBUG  # fixed at start-up: the test runner turns DEBUG off later
+
+# With DEBUG off, HTTPS is assumed: HSTS, redirects to https and Secure cookies. Behind a proxy that ends
+# TLS, set SECURE_PROXY_SSL_HEADER=true (it must set X-Forwarded-Proto) or SECURE_SSL_REDIRECT=false.
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
+if env_bool("SECURE_PROXY_SSL_HEADER", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 365 * 24 * 3600)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", not DEBUG)
+
+# The demo project and its users with the published password: only when asked for, or in debug
+# (bin/concord reads it; checked here so that a malformed value stops start-up).
+CONCORD_DEMO = env_bool("CONCORD_DEMO", DEBUG)
+
+# Who may create projects: "staff" (is_staff users; they then give access through membership) or "everyone".
+CONCORD_PROJECT_CREATORS = env_choice("CONCORD_PROJECT_CREATORS", "staff", choices=("staff", "everyone"))
 
 # Uploads above this many bytes are refused before they are read whole.
 CONCORD_MAX_UPLOAD_BYTES = env_int("CONCORD_MAX_UPLOAD_BYTES", 512 * 1024 * 1024, minimum=1)
@@ -245,6 +302,56 @@ LLM_REQUEST_TIMEOUT = env_float("LLM_REQUEST_TIMEOUT", 60.0, minimum=0.1)
 LLM_MAX_ATTEMPTS = env_int("LLM_MAX_ATTEMPTS", 6, minimum=1)
 # A running judge run whose lanes have not reported for this long is taken over by a starting worker.
 JUDGE_STALE_SECONDS = env_int("JUDGE_STALE_SECONDS", 180, minimum=1)
+# Queued judge work no worker has taken for this long is named on the run and evaluation pages.
+JUDGE_WORKER_WAIT_SECONDS = env_int("JUDGE_WORKER_WAIT_SECONDS", 120, minimum=1)
+
+# Judge credentials and endpoints. A judge's key is either one of the server credentials the operator
+# declares here (names of environment variables; no other variable is ever read for a judge) or a key a
+# researcher pasted, stored encrypted with CONCORD_ENCRYPTION_KEY (Fernet keys, comma-separated: the first
+# encrypts, all decrypt, so a new key goes first and the old one stays until keys are re-saved).
+CONCORD_OWN_SECRETS = {
+    "SECRET_KEY",
+    "DATABASE_URL",
+    "CELERY_BROKER_URL",
+    "REDIS_URL",
+    "CONCORD_ENCRYPTION_KEY",
+}
+
+
+def env_credential_names(name: str) -> list[str]:
+    names = env_list(name, [])
+    for position, variable in enumerate(names, start=1):
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", variable):
+            raise ImproperlyConfigured(
+                f"{name}: entry {position} is not an environment variable name (letters, digits, underscores)"
+            )
+        if variable in CONCORD_OWN_SECRETS:
+            raise ImproperlyConfigured(
+                f"{name}: {variable} is one of Concord's own secrets, never a judge key"
+            )
+    return names
+
+
+def env_fernet_keys(name: str) -> list[str]:
+    keys = env_list(name, [])
+    for position, key in enumerate(keys, start=1):
+        try:
+            if len(base64.urlsafe_b64decode(key.encode())) != 32:
+                raise ValueError
+        except ValueError:
+            # The value itself is never repeated: it is a secret.
+            raise ImproperlyConfigured(
+                f"{name}: key {position} is not a Fernet key (32 url-safe base64 bytes); make one with "
+                "python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'"
+            ) from None
+    return keys
+
+
+CONCORD_JUDGE_CREDENTIALS = env_credential_names("CONCORD_JUDGE_CREDENTIALS")
+CONCORD_ENCRYPTION_KEY = env_fernet_keys("CONCORD_ENCRYPTION_KEY")
+# Loopback and private-network endpoints (vLLM or Ollama in the lab, the demo's simulated model); link-local
+# and cloud metadata addresses are refused whatever this says.
+CONCORD_JUDGE_ALLOW_PRIVATE = env_bool("CONCORD_JUDGE_ALLOW_PRIVATE", False)
 
 LOGGING = {
     "version": 1,

@@ -58,7 +58,7 @@ class Item(models.Model):
 
     @property
     def has_baseline(self) -> bool:
-        return bool(self.baseline and str(self.baseline.get("text", "")).strip())
+        return self.baseline is not None
 
 
 class UploadJob(models.Model):

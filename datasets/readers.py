@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from . import safe_json
 from .records import MAX_SPEAKER_CHARS, MAX_TEXT_CHARS, RecordError
 
 FORMATS = {
@@ -289,9 +290,11 @@ def _read_jsonl(lines: _LineCounter) -> Iterator[Entry]:
         if not text.strip():
             continue
         try:
-            yield Entry(number, json.loads(text))
+            yield Entry(number, safe_json.loads(text))
         except json.JSONDecodeError as error:
             yield Entry(number, errors=[_json_error(error, text, number)])
+        except safe_json.NestedTooDeep as error:
+            yield Entry(number, errors=[RecordError(str(error), line=number)])
 
 
 def _json_error(error: json.JSONDecodeError, text: str, number: int) -> RecordError:
@@ -366,9 +369,14 @@ class _ArrayReader:
                 raise FileRefused(
                     "malformed JSON: a ',' before the closing ']' (trailing comma)", line=self.line
                 )
-            start_line = self.line
+            start_line, start = self.line, self.position
             obj = self.decode_one()
             expect_item, first = False, False
+            try:
+                safe_json.check_depth(obj, self.buffer[start : self.position])
+            except safe_json.NestedTooDeep as error:
+                yield Entry(start_line, errors=[RecordError(str(error), line=start_line)])
+                continue
             yield Entry(start_line, obj)
 
     def decode_one(self) -> Any:
@@ -376,6 +384,8 @@ class _ArrayReader:
         while True:
             try:
                 obj, end = self.decoder.raw_decode(self.buffer, self.position)
+            except RecursionError:
+                raise FileRefused(safe_json.TOO_DEEP, line=self.line) from None
             except json.JSONDecodeError as error:
                 near_end = error.pos >= len(self.buffer) - 1 or error.msg.startswith("Unterminated string")
                 too_big = len(self.buffer) - self.position >= MAX_ITEM_CHARS
@@ -480,7 +490,7 @@ class _LongGroup:
                 )
             )
         for name, value, limit in (("speaker", speaker, MAX_SPEAKER_CHARS), ("text", text, MAX_TEXT_CHARS)):
-            if not value.strip():
+            if name == "speaker" and not value.strip():  # an empty text is an empty turn, not an error
                 self.errors.append(RecordError(f"missing {name}", line=number, field=name))
             elif len(value) > limit:
                 self.errors.append(
@@ -574,9 +584,11 @@ def parse_dialog_cell(cell: str) -> list:
         return []
     if cell.lstrip().startswith("["):
         try:
-            return json.loads(cell)
+            return safe_json.loads(cell)
         except json.JSONDecodeError as error:
             raise ValueError(f"the dialog cell looks like JSON but is malformed: {error.msg}") from None
+        except safe_json.NestedTooDeep as error:
+            raise ValueError(f"the dialog cell: {error}") from None
     turns: list[dict[str, str]] = []
     for n, text in enumerate(cell.splitlines(), start=1):
         match = SPEAKER_LINE.match(text)

@@ -59,7 +59,13 @@ class ItemRecord:
 
     @property
     def has_baseline(self) -> bool:
-        return bool(self.baseline and str(self.baseline.get("text", "")).strip())
+        # An empty baseline text is an answer too (MT-Bench has empty answers): only a missing one lacks.
+        return self.baseline is not None
+
+    def empty_texts(self) -> int:
+        """How many of the item's turns (context, response, baseline) have an empty or blank text."""
+        turns = [*self.context, self.response, *([self.baseline] if self.baseline is not None else [])]
+        return sum(1 for turn in turns if not str(turn.get("text", "")).strip())
 
 
 class _Collector:
@@ -220,7 +226,8 @@ def _turn_text(raw: Any, where: str, problems: _Collector) -> str | None:
                 problems.add(f"{where}[{index}]", "only text content parts are supported")
                 return None
         raw = "\n".join(parts)
-    if raw is None or (isinstance(raw, str) and not raw.strip()):
+    if raw is None:
+        # Only a missing text is an error; an empty string is an empty answer and imports as one.
         problems.add(where, "missing text")
         return None
     if not isinstance(raw, str):

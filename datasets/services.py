@@ -61,6 +61,7 @@ class ImportResult:
     error_count: int = 0
     repairs: list[Repair] = field(default_factory=list)
     repair_count: int = 0
+    empty_text_count: int = 0  # turns imported with an empty text (an empty answer is data, not an error)
     warnings: list[str] = field(default_factory=list)
     encoding: str = ""
     format: str = ""
@@ -87,6 +88,7 @@ class ImportResult:
             "errors": [{"line": e.line, "field": e.field, "message": e.message} for e in self.errors[:limit]],
             "repair_count": self.repair_count,
             "repairs": [r.__dict__ for r in self.repairs[:limit]],
+            "empty_text_count": self.empty_text_count,
             "warnings": self.warnings,
             "encoding": self.encoding,
             "format": self.format,
@@ -220,6 +222,7 @@ class _Checker:
             kept_mojibake += _check_text(
                 record, result, repair_text=self.repair_text, keep_mojibake=self.keep_mojibake
             )
+            result.empty_text_count += record.empty_texts()
             yield record, self.base + result.created
             result.created += 1
         if kept_mojibake:

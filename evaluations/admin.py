@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import Evaluation, Rater, Rating, RatingRevision
+from .models import Evaluation, ExcludedItem, Rater, Rating, RatingRevision
 
 
 @admin.register(Evaluation)
@@ -8,6 +8,13 @@ class EvaluationAdmin(admin.ModelAdmin):
     list_display = ["name", "project", "dataset", "overlap", "created"]
     filter_horizontal = ["rubric_versions", "annotators"]
     raw_id_fields = ["dataset"]
+
+
+@admin.register(ExcludedItem)
+class ExcludedItemAdmin(admin.ModelAdmin):
+    list_display = ["evaluation", "item", "reason"]
+    raw_id_fields = ["evaluation", "item"]
+    search_fields = ["reason"]
 
 
 @admin.register(Rater)

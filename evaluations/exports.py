@@ -1,24 +1,30 @@
 """Rating tables out of Concord: long CSV, wide CSV and JSONL, streamed in chunks.
 
 - long: one row per rating, the columns of LONG_COLUMNS, ordered by item (dataset order), rubric,
-  version and rater. The ratings import reads it back (created/updated are informational).
+  version and rater. The ratings import reads it back (value_as_shown, created and updated are
+  informational). `value` is in the dataset's terms (pairwise: A = baseline, B = response);
+  `left_was` says what the rater saw on the left card (pairwise people: baseline or response) and
+  `value_as_shown` is the value in the letters they saw, the ones their explanation uses (equal to
+  `value` when nothing is recorded about sides).
 - wide: one row per item of the dataset; a column per (rubric version, rater) present, named
   "Rubric@N | rater"; and per rubric version the humans' mean (likert) or majority (categorical,
   pairwise) in "Rubric@N | human mean" / "Rubric@N | human majority". A tied majority is left
-  empty; parse failures do not count.
+  empty; parse failures do not count. With `item_texts`, the item's context ("SPEAKER: text" lines,
+  as the dataset import reads them), response and baseline text follow item_id.
 - jsonl: the long rows as JSON objects (parse_failed a boolean, rubric_version a number); JSON is
   not opened by spreadsheets, so its text is written unchanged.
 
-Times are UTC in ISO 8601 as PostgreSQL prints them ("2026-11-21 07:09:07.5+00"): cheap for the
-database to write and read by spreadsheets, pandas and `datetime.fromisoformat`.
+Times are UTC in ISO 8601 with a Z and microseconds ("2026-11-21T07:09:07.500000Z"), the same
+from PostgreSQL's COPY and from Python; pandas and `datetime.fromisoformat` read them as they are.
 
 CSV is UTF-8 with a header row, quoted as RFC 4180 says; lines end in "\\n" in PostgreSQL's long
-export and in "\\r\\n" elsewhere (Python's csv quotes a cell holding "\\r" only then).
+export and in "\\r\\n" elsewhere (Python's csv quotes a cell holding "\\r" only then). With
+`excel`, a CSV starts with a UTF-8 byte order mark, which Excel needs to read it as UTF-8 rather than
+the Windows code page (other readers skip it: Python's "utf-8-sig", pandas, LibreOffice).
 
-Spreadsheet safety: a text cell whose first character after any leading apostrophes is = + - @
-tab or carriage return gets one more leading apostrophe (so "=1+1" is written "'=1+1", and
-"'=1+1" is written "''=1+1"); the ratings import removes exactly that one apostrophe again, so
-the long export round-trips.
+Spreadsheet safety: every CSV is written through `evaluations.safe_csv` (a text cell that starts
+like a formula gets one leading apostrophe, plain numbers stay numbers); the ratings import
+removes exactly that apostrophe again, so the long export round-trips.
 
 Memory stays flat: on PostgreSQL the long CSV is produced by `COPY (SELECT ...) TO STDOUT` and
 passed on block by block; elsewhere (and for wide and JSONL) rows come from a chunked iterator
@@ -27,7 +33,6 @@ passed on block by block; elsewhere (and for wide and JSONL) rows come from a ch
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 from collections import Counter
@@ -39,41 +44,29 @@ from django.db import connection, transaction
 
 from datasets.models import Item
 from rubrics.models import Rubric
+from rubrics.rendering import turn_lines
 
-from . import db
+from . import db, safe_csv
 from .models import Evaluation, Rating
+from .values import value_as_shown
 
 LONG_COLUMNS = [
-    "item_id", "rubric", "rubric_version", "rater", "rater_kind", "value", "explanation", "parse_failed",
-    "side_shown", "created", "updated",
+    "item_id", "rubric", "rubric_version", "rater", "rater_kind", "value", "value_as_shown", "left_was",
+    "explanation", "parse_failed", "created", "updated",
 ]  # fmt: skip
+ITEM_TEXT_COLUMNS = ["context", "response", "baseline"]
+UTF8_BOM = "\ufeff".encode()
 LAYOUTS = ("long", "wide", "jsonl")
-DANGEROUS_FIRST = frozenset("=+-@\t\r")
 CHUNK_BYTES = 64 * 1024
 ROWS_PER_FETCH = 5000
 
 
-def neutralise(text: str) -> str:
-    """`text` made safe to open in a spreadsheet (see the module docstring); reversed by `restore`."""
-    if text.lstrip("'")[:1] in DANGEROUS_FIRST and text.lstrip("'"):
-        return "'" + text
-    return text
-
-
-def restore(text: str) -> str:
-    """Undo `neutralise`: drop the one apostrophe it adds."""
-    if text.startswith("'") and text.lstrip("'")[:1] in DANGEROUS_FIRST and text.lstrip("'"):
-        return text[1:]
-    return text
-
-
 def timestamp_text(moment: datetime) -> str:
-    """A time as PostgreSQL prints a timestamptz in UTC with ISO DateStyle: "2026-11-21 07:09:07.5+00"."""
-    moment = moment.astimezone(UTC)
-    text = moment.strftime("%Y-%m-%d %H:%M:%S")
-    if moment.microsecond:
-        text += f".{moment.microsecond:06d}".rstrip("0")
-    return text + "+00"
+    """A time in UTC as ISO 8601 with a Z, as `_SQL_TIMESTAMP` writes it: "2026-11-21T07:09:07.500000Z"."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+_SQL_TIMESTAMP = """to_char({} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')"""
 
 
 def filename(evaluation: Evaluation, layout: str) -> str:
@@ -84,15 +77,27 @@ def filename(evaluation: Evaluation, layout: str) -> str:
     return f"{evaluation.project.slug}-{stem}-ratings-{layout}.{'jsonl' if layout == 'jsonl' else 'csv'}"
 
 
-def stream(evaluation: Evaluation, layout: str) -> Iterator[bytes]:
-    """The export of `evaluation` in `layout` (long, wide or jsonl) as UTF-8 byte chunks."""
+def stream(
+    evaluation: Evaluation, layout: str, *, item_texts: bool = False, excel: bool = False
+) -> Iterator[bytes]:
+    """The export of `evaluation` in `layout` (long, wide or jsonl) as UTF-8 byte chunks.
+
+    `item_texts` adds the items' texts to the wide layout; `excel` starts a CSV with a byte order mark.
+    """
     if layout == "long":
-        return long_csv_copy(evaluation) if db.exports_with_copy() else long_csv(evaluation)
-    if layout == "wide":
-        return wide_csv(evaluation)
-    if layout == "jsonl":
+        chunks = long_csv_copy(evaluation) if db.exports_with_copy() else long_csv(evaluation)
+    elif layout == "wide":
+        chunks = wide_csv(evaluation, item_texts=item_texts)
+    elif layout == "jsonl":
         return long_jsonl(evaluation)
-    raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, not {layout!r}")
+    else:
+        raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, not {layout!r}")
+    return _with_bom(chunks) if excel else chunks
+
+
+def _with_bom(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    yield UTF8_BOM
+    yield from chunks
 
 
 # --- long ------------------------------------------------------------------------------------
@@ -113,15 +118,15 @@ def _long_records(evaluation: Evaluation) -> Iterator[tuple]:
     for row in _long_queryset(evaluation).iterator(chunk_size=ROWS_PER_FETCH):
         item_id, rubric, number, rater, kind, value, explanation, failed, side, created, updated = row
         yield (
-            item_id, rubric, number, rater, kind, value, explanation, failed, side,
-            timestamp_text(created), timestamp_text(updated),
+            item_id, rubric, number, rater, kind, value, value_as_shown(value, side), side, explanation,
+            failed, timestamp_text(created), timestamp_text(updated),
         )  # fmt: skip
 
 
 def _csv_chunks(rows: Iterable[Iterable]) -> Iterator[bytes]:
     buffer = io.StringIO()
     # CRLF line ends: Python's csv quotes a cell holding "\r" only when "\r" is in the terminator.
-    writer = csv.writer(buffer, lineterminator="\r\n")
+    writer = safe_csv.writer(buffer, lineterminator="\r\n")
     for row in rows:
         writer.writerow(row)
         if buffer.tell() >= CHUNK_BYTES:
@@ -144,23 +149,19 @@ def long_csv(evaluation: Evaluation) -> Iterator[bytes]:
             rater,
             kind,
             value,
+            shown,
+            side,
             explanation,
             failed,
-            side,
             created,
             updated,
         ) in _long_records(evaluation):
             yield (
-                neutralise(item_id), neutralise(rubric), number, neutralise(rater), kind, neutralise(value),
-                neutralise(explanation), "true" if failed else "false", side, created, updated,
+                item_id, rubric, number, rater, kind, value, shown, side,
+                explanation, "true" if failed else "false", created, updated,
             )  # fmt: skip
 
     return _csv_chunks(rows())
-
-
-def _sql_neutralise(column: str) -> str:
-    # One regular expression per cell costs PostgreSQL less than ltrim() and left() calls.
-    return f"CASE WHEN {column} ~ '^''*[-=+@\\t\\r]' THEN '''' || {column} ELSE {column} END"
 
 
 _INNER_SQL = (
@@ -175,6 +176,13 @@ _INNER_SQL = (
 )
 
 
+# evaluations.values.value_as_shown in SQL: with the response on the left, A and B swap.
+_SQL_VALUE_AS_SHOWN = (
+    "(CASE WHEN s.side_shown = 'response' AND s.value = 'A' THEN 'B' "
+    "WHEN s.side_shown = 'response' AND s.value = 'B' THEN 'A' ELSE s.value END)"
+)
+
+
 def long_sql(*, neutralise_names: bool = True) -> str:
     """The SELECT of the long layout in PostgreSQL: the same rows and text as `long_csv`.
 
@@ -183,19 +191,20 @@ def long_sql(*, neutralise_names: bool = True) -> str:
     `neutralise_names=False` skips the check on item ids, rubric and rater names, for callers
     that know none of them needs it (`_names_need_neutralising`).
     """
-    names = _sql_neutralise if neutralise_names else str
+    names = safe_csv.sql_neutralise if neutralise_names else str
     text = {
         "item_id": names("s.item_id"),
         "rubric": names("s.rubric"),
         "rubric_version": "s.rubric_version",
         "rater": names("s.rater"),
         "rater_kind": "s.rater_kind",
-        "value": _sql_neutralise("s.value"),
-        "explanation": _sql_neutralise("s.explanation"),
+        "value": safe_csv.sql_neutralise("s.value"),
+        "value_as_shown": safe_csv.sql_neutralise(_SQL_VALUE_AS_SHOWN),
+        "left_was": "s.side_shown",
+        "explanation": safe_csv.sql_neutralise("s.explanation"),
         "parse_failed": "CASE WHEN s.parse_failed THEN 'true' ELSE 'false' END",
-        "side_shown": "s.side_shown",
-        "created": "s.created::text",  # the session is set to UTC and ISO DateStyle first
-        "updated": "s.updated::text",
+        "created": _SQL_TIMESTAMP.format("s.created"),
+        "updated": _SQL_TIMESTAMP.format("s.updated"),
     }
     # NULLIF: COPY writes NULL as an empty unquoted cell, like Python's csv writes "".
     columns = ", ".join(expression if name == "rubric_version" else f"NULLIF({expression}, '') AS {name}"
@@ -205,17 +214,14 @@ def long_sql(*, neutralise_names: bool = True) -> str:
     )
 
 
-def _needs_neutralising(text: str) -> bool:
-    return neutralise(text) != text
-
-
 def _names_need_neutralising(evaluation: Evaluation) -> bool:
     """Whether any item id, rubric name or rater name of the evaluation begins like a formula."""
     names = [*evaluation.rubric_versions.values_list("rubric__name", flat=True)]
     names += evaluation.project.raters.values_list("name", flat=True)
-    if any(map(_needs_neutralising, names)):
+    if any(map(safe_csv.needs_protection, names)):
         return True
-    return Item.objects.filter(dataset_id=evaluation.dataset_id, external_id__regex=r"^'*[-=+@\t\r]").exists()
+    items = Item.objects.filter(dataset_id=evaluation.dataset_id)
+    return items.filter(external_id__regex=safe_csv.DANGEROUS_START).exists()
 
 
 def long_csv_copy(evaluation: Evaluation) -> Iterator[bytes]:
@@ -223,8 +229,8 @@ def long_csv_copy(evaluation: Evaluation) -> Iterator[bytes]:
     sql = long_sql(neutralise_names=_names_need_neutralising(evaluation))
     yield (",".join(LONG_COLUMNS) + "\n").encode("utf-8")
     with transaction.atomic(), connection.cursor() as cursor:
-        # Timestamps print as ISO text in UTC; JIT compilation costs more than it saves here.
-        for setting in ["TimeZone = 'UTC'", "DateStyle = 'ISO'", "jit = off"]:
+        # JIT compilation costs more than it saves here.
+        for setting in ["jit = off"]:
             cursor.execute(f"SET LOCAL {setting}")
         with cursor.cursor.copy(
             f"COPY ({sql}) TO STDOUT WITH (FORMAT csv, ENCODING 'UTF8')", [evaluation.pk]
@@ -289,13 +295,18 @@ def _summary(kind: str, values: list[str]) -> str:
     return ranked[0][0] if len(ranked) == 1 or ranked[0][1] > ranked[1][1] else ""
 
 
-def wide_csv(evaluation: Evaluation) -> Iterator[bytes]:
+def _item_texts(context: list, response: dict, baseline: dict | None) -> list[str]:
+    """The item text cells of the wide layout: context as "SPEAKER: text" lines, response, baseline."""
+    return [turn_lines(context or []), (response or {}).get("text", ""), (baseline or {}).get("text", "")]
+
+
+def wide_csv(evaluation: Evaluation, *, item_texts: bool = False) -> Iterator[bytes]:
     keys, headers, versions = _wide_columns(evaluation)
     position = {key: n for n, key in enumerate(keys)}
     kinds = {version.pk: version.kind for version in versions}
 
     def rows():
-        yield ["item_id", *(neutralise(header) for header in headers)]
+        yield ["item_id", *(ITEM_TEXT_COLUMNS if item_texts else []), *headers]
         ratings = (
             Rating.objects.filter(evaluation=evaluation)
             .order_by("item__position")
@@ -303,10 +314,9 @@ def wide_csv(evaluation: Evaluation) -> Iterator[bytes]:
             .iterator(chunk_size=ROWS_PER_FETCH)
         )
         pending = next(ratings, None)
-        items = Item.objects.filter(dataset_id=evaluation.dataset_id).order_by("position")
-        for item_id, external_id in items.values_list("pk", "external_id").iterator(
-            chunk_size=ROWS_PER_FETCH
-        ):
+        items = evaluation.items().order_by("position")
+        fields = ["pk", "external_id", *(["context", "response", "baseline"] if item_texts else [])]
+        for item_id, external_id, *texts in items.values_list(*fields).iterator(chunk_size=ROWS_PER_FETCH):
             cells = [""] * len(keys)
             human: dict[int, list[str]] = {version.pk: [] for version in versions}
             while pending is not None and pending[0] == item_id:
@@ -317,6 +327,7 @@ def wide_csv(evaluation: Evaluation) -> Iterator[bytes]:
                     human[version_id].append(value)
                 pending = next(ratings, None)
             summaries = [_summary(kinds[version.pk], human[version.pk]) for version in versions]
-            yield [neutralise(external_id), *(neutralise(cell) for cell in cells), *summaries]
+            text_cells = list(_item_texts(*texts)) if item_texts else []
+            yield [external_id, *text_cells, *cells, *summaries]
 
     return _csv_chunks(rows())

@@ -28,6 +28,12 @@ class EvaluationForm(forms.Form):
         min_value=1, max_value=1000, initial=3, help_text="Human ratings each item needs."
     )
     order = forms.ChoiceField(choices=Evaluation.Order.choices, initial=Evaluation.Order.DATASET)
+    exclude_lacking = forms.BooleanField(
+        required=False,
+        label="Exclude items that lack what a rubric needs",
+        help_text="E.g. items without a baseline under a pairwise rubric: left out (not rated by people or "
+        "judges, not counted in reports) instead of refusing the evaluation.",
+    )
 
     def __init__(self, *args, project, **kwargs):
         super().__init__(*args, **kwargs)

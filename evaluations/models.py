@@ -1,5 +1,6 @@
 from django.conf import settings
 from django.db import models
+from django.db.models import Exists, OuterRef
 
 
 class Evaluation(models.Model):
@@ -37,6 +38,34 @@ class Evaluation(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def items(self):
+        """The dataset's items this evaluation rates: all of them but those excluded when it was created."""
+        from datasets.models import Item
+
+        return Item.objects.filter(dataset_id=self.dataset_id).exclude(
+            Exists(ExcludedItem.objects.filter(evaluation_id=self.pk, item_id=OuterRef("pk")))
+        )
+
+
+class ExcludedItem(models.Model):
+    """An item of the dataset that an evaluation leaves out because it lacks what a rubric needs.
+
+    Chosen when the evaluation is created ("exclude items that lack ..."); excluded items are not
+    queued for people, not sent to judges and not counted in reports.
+    """
+
+    evaluation = models.ForeignKey(Evaluation, on_delete=models.CASCADE, related_name="exclusions")
+    item = models.ForeignKey("datasets.Item", on_delete=models.CASCADE, related_name="exclusions")
+    reason = models.CharField(max_length=300)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["evaluation", "item"], name="item_excluded_once_per_evaluation")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.item_id} excluded from {self.evaluation_id}: {self.reason}"
 
 
 class Rater(models.Model):
@@ -137,6 +166,13 @@ class Rating(models.Model):
 
     def __str__(self) -> str:
         return f"{self.rater} on {self.item_id}: {self.value or 'parse failure'}"
+
+    @property
+    def value_as_shown(self) -> str:
+        """The value in the letters the rater saw (pairwise: A = their left card), as explanations use."""
+        from .values import value_as_shown
+
+        return value_as_shown(self.value, self.side_shown)
 
 
 class RatingRevision(models.Model):

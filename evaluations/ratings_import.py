@@ -7,11 +7,12 @@ suffix, or by a first character `{`), UTF-8 with or without BOM, with these colu
   evaluation's rubric versions), rater (a name), rater_kind (human | model), value;
 - optional: explanation; rubric_version (the version number, as the long export writes it);
   parse_failed (true/false, 1/0, yes/no: a judge reply that could not be parsed, value may be
-  empty then); side_shown (pairwise only: baseline | response).
-- created and updated (written by the long export) and any other column are read but not used;
-  the result lists them as ignored columns.
+  empty then); left_was (pairwise only: baseline | response, what the rater saw on the left; the
+  older name side_shown is read too).
+- value_as_shown, created and updated (written by the long export: value_as_shown follows from value
+  and left_was) and any other column are read but not used; the result lists them as ignored columns.
 - CSV cells that the export protected for spreadsheets ("'=1+1") get their one added apostrophe
-  removed (`evaluations.exports.restore`).
+  removed (`evaluations.safe_csv.restore`).
 
 Values are checked against the rubric's scale by `evaluations.values.canonical_value`.
 Unknown raters become named raters of the given kind; a known rater of the other kind is an error.
@@ -41,16 +42,16 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from datasets.models import Item
+from datasets import safe_json
 from rubrics.models import Rubric, RubricVersion
 
 from . import db
-from .exports import restore
 from .models import Evaluation, Rater, Rating, RatingRevision
+from .safe_csv import restore
 from .values import canonical_value
 
 REQUIRED_COLUMNS = ("item_id", "rubric", "rater", "rater_kind", "value")
-OPTIONAL_COLUMNS = ("explanation", "rubric_version", "parse_failed", "side_shown")
+OPTIONAL_COLUMNS = ("explanation", "rubric_version", "parse_failed", "left_was", "side_shown")
 MAX_REPORTED = 1000
 BATCH_SIZE = 5000
 MAX_RATER_NAME = 200  # Rater.name
@@ -217,9 +218,12 @@ def _jsonl_records(path: Path) -> Iterator[tuple[int, Record]]:
         if not text.strip():
             continue
         try:
-            obj = json.loads(text)
+            obj = safe_json.loads(text)
         except json.JSONDecodeError as error:
             yield number, Problem(number, None, f"malformed JSON: {error.msg} at column {error.colno}")
+            continue
+        except safe_json.NestedTooDeep as error:
+            yield number, Problem(number, None, str(error))
             continue
         if not isinstance(obj, dict):
             yield number, Problem(number, None, f"expected a JSON object, found a {type(obj).__name__}")
@@ -272,9 +276,7 @@ class _Resolver:
 
     def __init__(self, evaluation: Evaluation):
         self.evaluation = evaluation
-        self.items = dict(
-            Item.objects.filter(dataset_id=evaluation.dataset_id).values_list("external_id", "pk").iterator()
-        )
+        self.items = dict(evaluation.items().values_list("external_id", "pk").iterator())
         self.versions = list(
             evaluation.rubric_versions.select_related("rubric").order_by("rubric__name", "number")
         )
@@ -289,6 +291,17 @@ class _Resolver:
         }
         self.new_raters: dict[str, str] = {}
         self.memo: dict[tuple, tuple[Any, str | None]] = {}
+
+    def item_for(self, text: str) -> int | None:
+        """The item with exactly this id (an exported " d-1 " keeps its spaces), else with it trimmed."""
+        found = self.items.get(text)
+        return found if found is not None else self.items.get(text.strip())
+
+    def rater_name(self, text: str) -> str:
+        """A known rater's exact name, else the trimmed one if known; a new rater keeps it as written."""
+        if text in self.known_raters or text.strip() not in self.known_raters:
+            return text
+        return text.strip()
 
     def version_for(self, rubric: str, number_text: str) -> RubricVersion:
         name, number = rubric.strip(), number_text.strip()
@@ -344,16 +357,17 @@ class _Resolver:
                 problems.append(Problem(line, column, found[1]))
             return found[0]
 
-        item_text = record["item_id"].strip()
-        item_id = self.items.get(item_text)
+        item_id = self.item_for(record["item_id"])
         if item_id is None:
             problems.append(
-                Problem(line, "item_id", f"no item '{item_text}' in dataset '{self.dataset_name}'")
+                Problem(
+                    line, "item_id", f"no item '{record['item_id'].strip()}' in dataset '{self.dataset_name}'"
+                )
             )
         rubric, number = record["rubric"], record.get("rubric_version") or ""
         version = check("rubric", self._memo(("rubric", rubric, number), self.version_for, rubric, number))
-        rater_name = record["rater"].strip()
-        if not rater_name:
+        rater_name = self.rater_name(record["rater"])
+        if not rater_name.strip():
             problems.append(Problem(line, "rater", "the rater's name is empty"))
         elif len(rater_name) > MAX_RATER_NAME:
             problems.append(Problem(line, "rater", f"the name has more than {MAX_RATER_NAME} characters"))
@@ -361,10 +375,12 @@ class _Resolver:
         kind = check(
             "rater_kind", self._memo(("kind", rater_name, raw_kind), self.rater_kind, rater_name, raw_kind)
         )
-        failed_text, side_text = record.get("parse_failed") or "", record.get("side_shown") or ""
+        failed_text = record.get("parse_failed") or ""
+        side_column = "left_was" if record.get("left_was") else "side_shown"
+        side_text = record.get(side_column) or ""
         parse_failed = check("parse_failed", self._memo(("failed", failed_text), _boolean, failed_text))
         side_shown = check(
-            "side_shown", self._memo(("side", side_text, version), _side_shown, side_text, version)
+            side_column, self._memo(("side", side_text, version), _side_shown, side_text, version)
         )
         value, raw = "", record["value"]
         if version is not None and kind is not None and not (parse_failed and not raw.strip()):
@@ -397,9 +413,9 @@ def _boolean(text: str) -> bool:
 def _side_shown(text: str, version: RubricVersion | None) -> str:
     side = text.strip().lower()
     if side not in {"", "baseline", "response"}:
-        raise ValueError(f"side_shown must be baseline, response or empty, not '{text}'")
+        raise ValueError(f"left_was must be baseline, response or empty, not '{text}'")
     if side and version is not None and version.rubric.kind != Rubric.Kind.PAIRWISE:
-        raise ValueError(f"side_shown is only for pairwise rubrics; {version} is {version.rubric.kind}")
+        raise ValueError(f"left_was is only for pairwise rubrics; {version} is {version.rubric.kind}")
     return side
 
 

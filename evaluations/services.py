@@ -1,10 +1,12 @@
 """Creating evaluations: pick a dataset and rubric versions, check the items fit, then store.
 
-`create_evaluation` refuses, before anything is written, when an item lacks what a rubric needs:
+`create_evaluation` refuses, before anything is written, when an item lacks what a rubric needs
+(or, asked to exclude such items, leaves them out of the evaluation and says why):
 
-- every rubric rates the item's response, so every item needs a response text;
+- every rubric rates the item's response, so every item needs a response (an empty text is an
+  empty answer and counts; only a missing one lacks);
 - a pairwise rubric (and any template naming `{baseline}` / `{baseline_model_response}`) needs a
-  baseline text on every item;
+  baseline on every item;
 - a template that names any other placeholder (`{topic}`, `{{Topic}}`, `{metadata.topic}`; the
   syntax of rubrics.rendering) that is not one of rendering's built-in variables names a metadata
   key, which every item must then have (names match case-insensitively, as in rendering).
@@ -26,7 +28,7 @@ from projects.models import Project
 from rubrics.models import Rubric, RubricVersion
 from rubrics.rendering import BASELINE_VARIABLES, BUILTIN_VARIABLES, METADATA_PREFIX, placeholders
 
-from .models import Evaluation
+from .models import Evaluation, ExcludedItem
 
 SHOW_IDS = 5
 
@@ -60,13 +62,9 @@ class _Lack:
     first_ids: list[str]
 
 
-def _blank(field_name: str) -> Q:
-    """Items whose `<field>.text` is missing, not a string with content, or the field itself is null."""
-    return (
-        Q(**{f"{field_name}__isnull": True})
-        | Q(**{f"{field_name}__text__isnull": True})
-        | Q(**{f"{field_name}__text__regex": r"^\s*$"})
-    )
+def _missing(field_name: str) -> Q:
+    """Items whose `<field>` or its text is missing. An empty text is an (empty) answer, not a lack."""
+    return Q(**{f"{field_name}__isnull": True}) | Q(**{f"{field_name}__text__isnull": True})
 
 
 def _lack_from_query(dataset: Dataset, condition: Q, what: str) -> _Lack | None:
@@ -97,8 +95,8 @@ def item_problems(dataset: Dataset, versions: Iterable[RubricVersion]) -> list[s
     total = Item.objects.filter(dataset=dataset).count()
     if total == 0:
         return [f"Dataset '{dataset.name}' has no items."]
-    lacks_response = _lack_from_query(dataset, _blank("response"), "a response")
-    lacks_baseline = _lack_from_query(dataset, _blank("baseline"), "a baseline")
+    lacks_response = _lack_from_query(dataset, _missing("response"), "a response")
+    lacks_baseline = _lack_from_query(dataset, _missing("baseline"), "a baseline")
     for version in versions:
         lacks = [lacks_response]
         if needs_baseline(version):
@@ -113,6 +111,30 @@ def item_problems(dataset: Dataset, versions: Iterable[RubricVersion]) -> list[s
                 f"lack it (first: {', '.join(lack.first_ids)})."
             )
     return problems
+
+
+def lacking_items(dataset: Dataset, versions: Iterable[RubricVersion]) -> dict[int, str]:
+    """{item pk: what it lacks and which rubric needs it} for the items that do not fit every version."""
+    lacking: dict[int, str] = {}
+
+    def add(pks: Iterable[int], reason: str) -> None:
+        for pk in pks:
+            lacking.setdefault(pk, reason)
+
+    items = Item.objects.filter(dataset=dataset)
+    for version in versions:
+        add(items.filter(_missing("response")).values_list("pk", flat=True), f"no response ({version})")
+        if needs_baseline(version):
+            add(items.filter(_missing("baseline")).values_list("pk", flat=True), f"no baseline ({version})")
+        keys = metadata_keys_needed(version)
+        if keys:
+            rows = items.values_list("pk", "metadata").iterator(chunk_size=5000)
+            for pk, metadata in rows:
+                present = {str(key).lower() for key in metadata} if isinstance(metadata, dict) else set()
+                missing = sorted(keys - present)
+                if missing:
+                    add([pk], f"no metadata key '{missing[0]}' ({version})")
+    return lacking
 
 
 def visible_rubrics(project: Project):
@@ -185,8 +207,13 @@ def create_evaluation(
     created_by=None,
     order: str = Evaluation.Order.DATASET,
     description: str = "",
+    exclude_lacking: bool = False,
 ) -> Evaluation:
     """Create an evaluation of `dataset` under `rubric_versions` once every item fits every rubric.
+
+    With `exclude_lacking`, items that lack what a rubric needs (e.g. a baseline) are left out of
+    the evaluation (stored as ExcludedItem rows with the reason) instead of refusing it; it is still
+    refused when no item is left.
 
     Raises django.core.exceptions.ValidationError listing every problem (the evaluation's name,
     dataset, rubric versions, overlap, and which items lack what a rubric needs); nothing is stored then.
@@ -195,8 +222,13 @@ def create_evaluation(
     problems = _check_choices(project=project, dataset=dataset, versions=versions, name=name, overlap=overlap)
     if order not in Evaluation.Order.values:
         problems.append(f"Order must be one of {', '.join(Evaluation.Order.values)}, not '{order}'.")
+    excluded: dict[int, str] = {}
     if not problems:
         problems = item_problems(dataset, versions)
+        if problems and exclude_lacking and Item.objects.filter(dataset=dataset).exists():
+            excluded = lacking_items(dataset, versions)
+            left = Item.objects.filter(dataset=dataset).count() - len(excluded)
+            problems = [] if left > 0 else ["No item would be left: every item lacks something.", *problems]
     if problems:
         raise ValidationError(problems)
     try:
@@ -211,6 +243,10 @@ def create_evaluation(
                 created_by=created_by,
             )
             evaluation.rubric_versions.set(versions)
+            ExcludedItem.objects.bulk_create(
+                (ExcludedItem(evaluation=evaluation, item_id=pk, reason=why) for pk, why in excluded.items()),
+                batch_size=5000,
+            )
     except IntegrityError:  # a concurrent create with the same name
         raise ValidationError(
             f"Project '{project.slug}' already has an evaluation named '{name.strip()}'."

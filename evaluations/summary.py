@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.db.models import Count, Q
 
@@ -32,11 +32,17 @@ class EvaluationSummary:
     items: int
     ratings: int
     rows: list[RubricRow]
+    excluded: int = 0  # dataset items left out because they lack what a rubric needs
+    exclusion_reasons: list[tuple[str, int]] = field(default_factory=list)
 
 
 def summarise(evaluation: Evaluation) -> EvaluationSummary:
-    """Items, and ratings per rubric version and rater kind: four queries whatever the size."""
-    items = Item.objects.filter(dataset_id=evaluation.dataset_id).count()
+    """Items, and ratings per rubric version and rater kind: five queries whatever the size."""
+    reasons = list(
+        evaluation.exclusions.values_list("reason").annotate(n=Count("id")).order_by("-n", "reason")
+    )
+    excluded = sum(n for _, n in reasons)
+    items = Item.objects.filter(dataset_id=evaluation.dataset_id).count() - excluded
     versions = evaluation.rubric_versions.select_related("rubric").order_by("rubric__name", "number")
     rows = {version.pk: RubricRow(version=version, needed=items * evaluation.overlap) for version in versions}
     # Grouping by rater id (not by kind with COUNT(DISTINCT)) lets PostgreSQL hash-aggregate the
@@ -58,4 +64,6 @@ def summarise(evaluation: Evaluation) -> EvaluationSummary:
         setattr(row, kind, getattr(row, kind) + ratings)
         setattr(row, f"{kind}_raters", getattr(row, f"{kind}_raters") + 1)
         row.parse_failed += failed
-    return EvaluationSummary(items=items, ratings=total, rows=list(rows.values()))
+    return EvaluationSummary(
+        items=items, ratings=total, rows=list(rows.values()), excluded=excluded, exclusion_reasons=reasons
+    )

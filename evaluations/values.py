@@ -86,3 +86,22 @@ def canonical_value(version: RubricVersion, raw, *, rater_kind: str = "human") -
     if kind == Rubric.Kind.PAIRWISE:
         return _pairwise(version, text)
     return _categorical(version, text)
+
+
+def swap_sides(value: str) -> str:
+    """A pairwise value read from the other side: A <-> B; SAME and anything else unchanged."""
+    return {"A": "B", "B": "A"}.get(value, value)
+
+
+def value_as_shown(value: str, left_was: str) -> str:
+    """A canonical pairwise value (A = baseline) in the letters the rater saw (A = their left card).
+
+    `left_was` is what the rater saw on the left ("baseline" or "response"; empty when unknown or
+    not pairwise): with the response on the left the letters swap, otherwise they are the same.
+    """
+    return swap_sides(value) if left_was == "response" else value
+
+
+def value_from_shown(shown: str, left_was: str) -> str:
+    """The canonical value of a pairwise choice made in on-screen letters (the inverse of value_as_shown)."""
+    return swap_sides(shown) if left_was == "response" else shown

@@ -46,6 +46,7 @@ def evaluation_create(request: HtmxHttpRequest, slug: str) -> HttpResponse:
                 overlap=data["overlap"],
                 order=data["order"],
                 created_by=request.user,
+                exclude_lacking=data["exclude_lacking"],
             )
         except ValidationError as error:
             for message in error.messages:
@@ -77,18 +78,27 @@ def evaluation_detail(request: HtmxHttpRequest, slug: str, pk: int) -> HttpRespo
     return render(request, DETAIL, _detail_context(evaluation, RatingsImportForm()))
 
 
+def _flag(request: HttpRequest, name: str) -> bool:
+    return request.GET.get(name, "").lower() in {"1", "on", "true", "yes"}
+
+
 @require_GET
 @login_required
 def evaluation_export(request: HtmxHttpRequest, slug: str, pk: int) -> StreamingHttpResponse:
-    """?layout=long|wide|jsonl: the ratings as a streamed download."""
+    """?layout=long|wide|jsonl: the ratings as a streamed download.
+
+    &item_text=1 adds the items' context, response and baseline to the wide CSV; &excel=1 starts a
+    CSV with a byte order mark so that Excel reads it as UTF-8.
+    """
     evaluation = get_evaluation_for(request.user, slug, pk)
     layout = request.GET.get("layout", "long")
     if layout not in exports.LAYOUTS:
         raise Http404(f"No export layout {layout!r}; use one of {', '.join(exports.LAYOUTS)}.")
     content_type = "application/x-ndjson" if layout == "jsonl" else "text/csv"
-    response = StreamingHttpResponse(
-        exports.stream(evaluation, layout), content_type=f"{content_type}; charset=utf-8"
+    chunks = exports.stream(
+        evaluation, layout, item_texts=_flag(request, "item_text"), excel=_flag(request, "excel")
     )
+    response = StreamingHttpResponse(chunks, content_type=f"{content_type}; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{exports.filename(evaluation, layout)}"'
     response["X-Content-Type-Options"] = "nosniff"
     return response

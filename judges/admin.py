@@ -5,8 +5,9 @@ from .models import CachedReply, Judge, JudgeCall, JudgeRun
 
 @admin.register(Judge)
 class JudgeAdmin(admin.ModelAdmin):
-    # api_key_env is the name of a variable; the key itself is never stored, so nothing secret shows here.
-    list_display = ["name", "project", "model", "base_url", "api_key_env", "simulated"]
+    # api_key_env names a declared variable; a pasted key is stored encrypted, not editable here, and only
+    # its hint (sk-...abcd) is shown.
+    list_display = ["name", "project", "model", "base_url", "api_key_env", "api_key_hint", "simulated"]
     list_filter = ["simulated"]
     search_fields = ["name", "model"]
 

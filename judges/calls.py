@@ -1,9 +1,10 @@
 """One judge call from claim to rating: render, ask (cache or endpoint, with retries), parse, store.
 
-Retries live here and only here (the openai client's are off). A call is claimed with a conditional
-UPDATE and finished with another that checks the claim token, so a redelivered task or a second lane
-never stores a call twice; the item's rating is written under a lock on the item's calls once all of
-them are done, and the rating's unique constraint backs that up.
+Retries live here and only here (the openai client's are off). Requests are built by the run's endpoint
+family (`judges.endpoints`), calls are claimed in `judges.claims` and an item's calls become one rating in
+`judges.aggregate`. A call is finished with a conditional UPDATE that checks the claim token, so a
+redelivered task or a second lane never stores a call twice; the item's rating is written under a lock
+on the item's calls once all of them are done, and the rating's unique constraint backs that up.
 """
 
 from __future__ import annotations
@@ -13,22 +14,22 @@ import json
 import random
 import time
 import uuid
-from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import timedelta
-from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, connection, transaction
+from django.db import close_old_connections, transaction
 from django.utils import timezone
 
-from datasets.models import Item
-from evaluations.models import Rating
+from evaluations.models import Evaluation, Rating
 from rubrics.models import RubricVersion
 from rubrics.rendering import RenderError, render_prompt
 
-from . import client, db
+from . import adapting, client, db
+from .aggregate import aggregate_calls
+from .credentials import Credential, credential_for, source_of
+from .endpoints import FAMILIES, OPENAI_COMPATIBLE, build_request
 from .models import CachedReply, JudgeCall, JudgeRun
 from .parsing import Parsed, format_score, logprob_score, parse_reply
 from .ratelimit import RateLimiter
@@ -37,14 +38,12 @@ BACKOFF_BASE_SECONDS = 0.25
 BACKOFF_CAP_SECONDS = 20.0
 STATUS_CHECK_SECONDS = 0.5
 FLIP = {"A": "B", "B": "A", "SAME": "SAME"}
-# Each thread holds its own database connection: keep these pools small (connections per worker
-# process = its pool threads + these).
+MAX_ADAPTATIONS_PER_CALL = 4
+# Each thread holds its own database connection: keep this pool small (connections per worker
+# process = its pool threads + these + the claimers).
 FINISHER_THREADS = 4
 
-CLAIMER_THREADS = 4
-
 _finisher = ThreadPoolExecutor(max_workers=FINISHER_THREADS, thread_name_prefix="judge-finish")
-_claimer = ThreadPoolExecutor(max_workers=CLAIMER_THREADS, thread_name_prefix="judge-claim")
 
 
 class RunStopped(Exception):
@@ -61,6 +60,8 @@ class LaneContext:
     version: RubricVersion
     params: dict
     limiter: RateLimiter
+    project_id: int
+    credential: Credential
     finishes: list[Future] = field(default_factory=list)
     _checked_at: float = 0.0
     _beat_at: float = 0.0
@@ -69,7 +70,7 @@ class LaneContext:
     @classmethod
     def load(cls, run: JudgeRun) -> LaneContext:
         version = RubricVersion.objects.select_related("rubric").get(pk=run.rubric_version_id)
-        params = run.parameters
+        params = {**run.parameters, "adaptations": adapting.merged(run.adaptations)}
         limiter = RateLimiter(
             judge_id=run.judge_id,
             requests_per_minute=params["requests_per_minute"],
@@ -82,6 +83,8 @@ class LaneContext:
             version=version,
             params=params,
             limiter=limiter,
+            project_id=Evaluation.objects.values_list("project_id", flat=True).get(pk=run.evaluation_id),
+            credential=credential_for(judge_id=run.judge_id, source=source_of(params)),
         )
 
     @property
@@ -106,6 +109,24 @@ class LaneContext:
     def mark_stopped(self) -> None:
         self._stopped = True
 
+    @property
+    def azure(self) -> bool:
+        return FAMILIES.get(self.params.get("endpoint", ""), OPENAI_COMPATIBLE).azure
+
+    def adapt(self, error: client.PermanentError) -> bool:
+        """Adapt the run to a refused parameter (recorded once for all lanes); False: nothing to adapt."""
+        parameter = adapting.refused_parameter(error)
+        if parameter is None:
+            return False
+        if parameter in adapting.SCORING_PARAMETERS:
+            error.message = adapting.scoring_refused_message(parameter)
+            return False
+        changes = adapting.record(run_id=self.run_id, parameter=parameter, error=error)
+        if changes is None:
+            return False
+        self.params = {**self.params, "adaptations": changes}
+        return True
+
     def stopped(self) -> bool:
         """Whether the run is no longer running; asks the database at most twice a second, and now and
         then records the run's heartbeat (a starting worker takes over runs whose heartbeat went stale)."""
@@ -120,68 +141,22 @@ class LaneContext:
         return self._stopped
 
 
-# -- requests -----------------------------------------------------------------------------------
-def response_schema(version: RubricVersion) -> dict:
-    key = "pairwise_choice" if version.rubric.kind == "pairwise" else "score"
-    return {
-        "type": "object",
-        "properties": {
-            key: {"type": "string", "enum": version.scale_values},
-            "explanation": {"type": "string"},
-        },
-        "required": [key, "explanation"],
-        "additionalProperties": False,
-    }
+def cache_key(*, project_id: int, credential: str, base_url: str, request: dict) -> str:
+    """Identical prompt, model, parameters and sample index (the seed) give the same key, within one
+    project and one credential (its identity, never the secret): a judge of another project, or one
+    without the key, never gets replies someone else paid for."""
+    document = json.dumps([project_id, credential, base_url, request], sort_keys=True)
+    return hashlib.sha256(document.encode()).hexdigest()
 
 
-def format_instruction(version: RubricVersion) -> str:
-    key = "pairwise_choice" if version.rubric.kind == "pairwise" else "score"
-    choices = ", ".join(f'"{value}"' for value in version.scale_values)
-    return (
-        f'Reply with one JSON object and nothing else: {{"{key}": one of {choices}, '
-        f'"explanation": "a short justification"}}.'
-    )
-
-
-def wants_json(version: RubricVersion) -> bool:
-    return version.output_format in (
-        RubricVersion.OutputFormat.JSON,
-        RubricVersion.OutputFormat.PAIRWISE_JSON,
-    )
-
-
-def build_request(*, params: dict, version: RubricVersion, prompt: str, sample: int) -> dict:
-    """The chat completion request for one call: the exact prompt, plus structured output or (when the
-    judge's endpoint has none) an appended format instruction for JSON rubrics."""
-    content = prompt
-    request: dict = {
-        "model": params["model"],
-        "temperature": params["temperature"],
-        "max_tokens": params["max_tokens"],
-        "seed": sample,
-    }
-    if wants_json(version):
-        if params["structured_output"]:
-            request["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": "judgement", "strict": True, "schema": response_schema(version)},
-            }
-        else:
-            content = f"{prompt}\n\n{format_instruction(version)}"
-    if params["logprobs"] and version.rubric.kind == "likert":
-        request["logprobs"] = True
-        request["top_logprobs"] = client.TOP_LOGPROBS
-    request["messages"] = [{"role": "user", "content": content}]
-    return request
-
-
-def cache_key(*, base_url: str, request: dict) -> str:
-    """Identical prompt, model, parameters and sample index (the seed) give the same key."""
-    return hashlib.sha256(json.dumps([base_url, request], sort_keys=True).encode()).hexdigest()
+def keyed(request: dict, sample: int) -> dict:
+    """The request as the cache sees it: families that send no seed still keep their samples apart."""
+    return request if "seed" in request else {**request, "seed": sample}
 
 
 def estimated_tokens(request: dict) -> int:
-    return len(request["messages"][0]["content"]) // 4 + min(request["max_tokens"], 200)
+    limit = request.get("max_tokens") or request.get("max_completion_tokens") or 0
+    return len(request["messages"][0]["content"]) // 4 + min(limit, 200)
 
 
 # -- asking -------------------------------------------------------------------------------------
@@ -192,9 +167,11 @@ def backoff_seconds(attempt: int, retry_after: float | None) -> float:
     return min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
 
 
-def ask_with_retries(ctx: LaneContext, request: dict) -> tuple[client.Reply, int]:
-    """(reply, attempts). Transient errors are retried up to LLM_MAX_ATTEMPTS; the last one is raised."""
+def ask_with_retries(ctx: LaneContext, build: Callable[[], dict]) -> tuple[client.Reply, int, dict]:
+    """(reply, attempts, the request that got it). Transient errors are retried up to LLM_MAX_ATTEMPTS
+    and the last one is raised; a refused parameter adapts the run and the request is built again."""
     attempts = 0
+    request = build()
     while True:
         if ctx.stopped():
             raise RunStopped()
@@ -203,11 +180,12 @@ def ask_with_retries(ctx: LaneContext, request: dict) -> tuple[client.Reply, int
         try:
             reply = client.chat(
                 base_url=ctx.params["base_url"],
-                api_key_env=ctx.params["api_key_env"],
+                api_key=ctx.credential.api_key,
                 timeout=ctx.params["request_timeout"],
                 request=request,
+                azure=ctx.azure,
             )
-            return reply, attempts
+            return reply, attempts, request
         except client.TransientError as error:
             error.attempts = attempts
             if attempts >= settings.LLM_MAX_ATTEMPTS:
@@ -215,6 +193,9 @@ def ask_with_retries(ctx: LaneContext, request: dict) -> tuple[client.Reply, int
             time.sleep(backoff_seconds(attempts, error.retry_after))
         except client.PermanentError as error:
             error.attempts = attempts
+            if attempts < MAX_ADAPTATIONS_PER_CALL and ctx.adapt(error):
+                request = build()
+                continue
             raise
 
 
@@ -289,133 +270,6 @@ def _logprob_fields(reply: client.Reply, version: RubricVersion, parsed: Parsed)
     return {"logprobs_missing": True, "details": details}
 
 
-# -- claiming and finishing ---------------------------------------------------------------------
-CLAIM_SQL = """
-WITH claimed AS (
-    UPDATE {calls} SET status = 'claimed', claim_token = %s, claimed_at = %s
-    WHERE id = (
-        SELECT id FROM {calls} WHERE run_id = %s AND status = %s {stale}
-        ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED
-    ) RETURNING id, item_id, sample, swapped, attempts
-)
-SELECT claimed.id, claimed.sample, claimed.swapped, claimed.attempts, item.id, item.external_id,
-       item.context::text, item.response::text, item.baseline::text, item.metadata::text
-FROM claimed JOIN {items} item ON item.id = claimed.item_id
-"""
-
-
-def claim_next_call(ctx: LaneContext) -> tuple[JudgeCall, uuid.UUID] | None:
-    """Take the next pending call (or one whose claim outlived its lease) for this lane.
-
-    The claim is one conditional UPDATE: on PostgreSQL a single statement with SKIP LOCKED that also
-    returns the item, so lanes never wait for each other; elsewhere a select then an update that checks
-    the row count.
-    """
-    stale = timezone.now() - timedelta(seconds=ctx.lease_seconds)
-    for status, stale_before in ((JudgeCall.Status.PENDING, None), (JudgeCall.Status.CLAIMED, stale)):
-        if db.claims_in_one_statement():
-            claimed = _claim_postgresql(ctx.run_id, status, stale_before)
-        else:
-            found = _claim_portable(ctx.run_id, status, stale_before)
-            claimed = found and (JudgeCall.objects.select_related("item").get(pk=found[0]), found[1])
-        if claimed:
-            return claimed
-    return None
-
-
-class ClaimAhead:
-    """Claims a lane's next call while its current request is in flight, so no lane waits for the
-    database between two requests. Inside a transaction (tests) it claims inline instead, since rows
-    made there are invisible to other connections."""
-
-    def __init__(self, ctx: LaneContext):
-        self.ctx = ctx
-        self.future: Future | None = None
-
-    def next(self) -> tuple[JudgeCall, uuid.UUID] | None:
-        if self.future is None:
-            return claim_next_call(self.ctx)
-        future, self.future = self.future, None
-        return future.result()
-
-    def prefetch(self) -> None:
-        if db.helper_threads_see_our_writes():
-            self.future = _claimer.submit(_claim_in_thread, self.ctx)
-
-    def release(self) -> None:
-        """Give back a claim taken ahead that the lane will not use."""
-        claimed = self.next() if self.future is not None else None
-        if claimed is not None:
-            release_claim(*claimed)
-
-
-def _claim_in_thread(ctx: LaneContext) -> tuple[JudgeCall, uuid.UUID] | None:
-    close_old_connections()
-    return claim_next_call(ctx)
-
-
-def release_claim(call: JudgeCall, token: uuid.UUID) -> None:
-    JudgeCall.objects.filter(pk=call.pk, status=JudgeCall.Status.CLAIMED, claim_token=token).update(
-        status=JudgeCall.Status.PENDING, claim_token=None
-    )
-
-
-def _claim_postgresql(run_id: int, status: str, stale_before) -> tuple[JudgeCall, uuid.UUID] | None:
-    token = uuid.uuid4()
-    sql = CLAIM_SQL.format(
-        calls=JudgeCall._meta.db_table,
-        items=Item._meta.db_table,
-        stale="AND claimed_at < %s" if stale_before else "",
-    )
-    params: list[Any] = [token, timezone.now(), run_id, status] + ([stale_before] if stale_before else [])
-    with connection.cursor() as cursor:  # one statement: atomic by itself
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    call_id, sample, swapped, attempts, item_id, external_id, *documents = row
-    context, response, baseline, metadata = (json.loads(text) if text else None for text in documents)
-    item = Item(
-        id=item_id,
-        external_id=external_id,
-        context=context or [],
-        response=response,
-        baseline=baseline,
-        metadata=metadata or {},
-    )
-    call = JudgeCall(
-        id=call_id,
-        run_id=run_id,
-        item=item,
-        sample=sample,
-        swapped=swapped,
-        attempts=attempts,
-        status=JudgeCall.Status.CLAIMED,
-        claim_token=token,
-    )
-    return call, token
-
-
-def _claim_portable(run_id: int, status: str, stale_before) -> tuple[int, uuid.UUID] | None:
-    extra = {"claimed_at__lt": stale_before} if stale_before else {}
-    for _ in range(5):
-        found = (
-            JudgeCall.objects.filter(run_id=run_id, status=status, **extra)
-            .order_by("id")
-            .values_list("pk", "claim_token")
-            .first()
-        )
-        if found is None:
-            return None
-        token = uuid.uuid4()
-        claimed = JudgeCall.objects.filter(pk=found[0], status=status, claim_token=found[1]).update(
-            status=JudgeCall.Status.CLAIMED, claim_token=token, claimed_at=timezone.now()
-        )
-        if claimed == 1:
-            return found[0], token
-    return None
-
-
 def process_call(ctx: LaneContext, call: JudgeCall, token: uuid.UUID) -> str:
     """Do one claimed call; returns "done", "failed", "stopped" or "lost" (someone else finished it)."""
     params = ctx.params
@@ -425,13 +279,32 @@ def process_call(ctx: LaneContext, call: JudgeCall, token: uuid.UUID) -> str:
         message = f"item {call.item.external_id}: the prompt could not be rendered: {error}"
         finish_call(ctx, call, token, {"status": JudgeCall.Status.FAILED, "error": message})
         return "failed"
-    request = build_request(params=params, version=ctx.version, prompt=prompt, sample=call.sample)
-    key = cache_key(base_url=params["base_url"], request=request)
-    reply = cached_reply(key) if params["cache_enabled"] else None
+
+    def build() -> dict:
+        return build_request(params=ctx.params, version=ctx.version, prompt=prompt, sample=call.sample)
+
+    def key_of(request: dict) -> str:
+        return cache_key(
+            project_id=ctx.project_id,
+            credential=ctx.credential.identity,
+            base_url=params["base_url"],
+            request=keyed(request, call.sample),
+        )
+
+    request = build()
+    key = key_of(request)
+    # A missing key fails the run at its first call, even where the cache could answer.
+    reply = cached_reply(key) if params["cache_enabled"] and not ctx.credential.problem else None
     cached, attempts = reply is not None, 0
     if reply is None:
         try:
-            reply, attempts = ask_with_retries(ctx, request)
+            if ctx.credential.problem:
+                missing = client.PermanentError(f"no API key: {ctx.credential.problem}")
+                missing.attempts = 0  # nothing was sent
+                raise missing
+            reply, attempts, request = ask_with_retries(ctx, build)
+            key = key_of(request)
+            check_usable(reply, request=request, want_logprobs=version_wants_logprobs(ctx))
         except RunStopped:
             return "stopped"
         except client.PermanentError as error:
@@ -464,6 +337,8 @@ def process_call(ctx: LaneContext, call: JudgeCall, token: uuid.UUID) -> str:
         if params["cache_enabled"]:
             store_in_cache(key, params["model"], reply)
     fields = read_reply(reply, version=ctx.version, swapped=call.swapped, want_logprobs="logprobs" in request)
+    if reply.reasoning_tokens:
+        fields["details"]["reasoning_tokens"] = reply.reasoning_tokens
     fields.update(
         status=JudgeCall.Status.DONE,
         cached=cached,
@@ -474,6 +349,28 @@ def process_call(ctx: LaneContext, call: JudgeCall, token: uuid.UUID) -> str:
         error="",
     )
     return finish_soon(ctx, call, token, fields)
+
+
+def version_wants_logprobs(ctx: LaneContext) -> bool:
+    return bool(ctx.params["logprobs"]) and ctx.kind == "likert"
+
+
+def check_usable(reply: client.Reply, *, request: dict, want_logprobs: bool) -> None:
+    """Replies that every further call would repeat stop the run with a plain reason: a reasoning model
+    that spent its whole token limit thinking, and logprob scoring on an endpoint that sends none."""
+    if not reply.content and not reply.refusal and reply.finish_reason == "length":
+        limit = request.get("max_completion_tokens") or request.get("max_tokens")
+        spent = f" ({reply.reasoning_tokens} of them on reasoning)" if reply.reasoning_tokens else ""
+        raise client.PermanentError(
+            f"the model used its whole limit of {limit} output tokens{spent} and wrote no answer: the token "
+            "limit is too small for a reasoning model; raise the judge's max tokens (e.g. to 2000) and "
+            "launch a new run"
+        )
+    if want_logprobs and reply.logprobs is None and reply.content:
+        raise client.PermanentError(
+            "the endpoint sent no logprobs, which this run's logprob scoring needs: turn logprob scoring "
+            "off on the judge (its score becomes the model's written answer) and launch a new run"
+        )
 
 
 def finish_soon(ctx: LaneContext, call: JudgeCall, token: uuid.UUID, fields: dict) -> str:
@@ -543,98 +440,3 @@ def store_rating(ctx: LaneContext, item_id: int, calls: list[JudgeCall]) -> Rati
         update_fields=[*fields, "updated"],
     )
     return rating
-
-
-def aggregate_calls(calls: list[JudgeCall], *, kind: str, scale_values: list[str]) -> dict:
-    """One rating from an item's calls: mean (likert) or majority (categorical, pairwise) of the samples;
-    for pairwise with swapped calls, each sample's two verdicts must agree or it counts as SAME."""
-    samples = [_sample_detail(call) for call in calls]
-    parsed = [call for call in calls if not call.parse_failed and call.value]
-    details: dict = {
-        "samples": samples,
-        "prompt_tokens": sum(c.prompt_tokens for c in calls),
-        "completion_tokens": sum(c.completion_tokens for c in calls),
-        "latency_ms": round(sum(c.latency_ms or 0 for c in calls), 1),
-        "attempts": sum(c.attempts for c in calls),
-        "cached": sum(c.cached for c in calls),
-    }
-    raw = _raw_output(calls)
-    if not parsed:
-        errors = "; ".join(sorted({c.details.get("parse_error", "unparseable") for c in calls}))
-        return {
-            "value": "",
-            "parse_failed": True,
-            "explanation": "",
-            "raw_output": raw,
-            "details": {**details, "parse_error": errors},
-        }
-    if kind == "likert":
-        scores = [float(c.value) for c in parsed]
-        value = format_score(sum(scores) / len(scores))
-        argmaxes = Counter(c.details.get("argmax") or c.value for c in parsed)
-        details["argmax"] = _majority(argmaxes, scale_values)
-    elif kind == "pairwise":
-        verdicts, pairs, consistent = _pairwise_verdicts(parsed)
-        value = _majority(Counter(verdicts), ["SAME", *scale_values])
-        details.update(consistency_pairs=pairs, consistent_pairs=consistent)
-    else:
-        value = _majority(Counter(c.value for c in parsed), scale_values)
-    return {
-        "value": value,
-        "parse_failed": False,
-        "explanation": parsed[0].explanation,
-        "raw_output": raw,
-        "details": details,
-    }
-
-
-def _pairwise_verdicts(parsed: list[JudgeCall]) -> tuple[list[str], int, int]:
-    by_sample: dict[int, dict[bool, str]] = {}
-    for call in parsed:
-        by_sample.setdefault(call.sample, {})[call.swapped] = call.value
-    verdicts, pairs, consistent = [], 0, 0
-    for orders in by_sample.values():
-        if len(orders) == 2:
-            pairs += 1
-            if orders[False] == orders[True]:
-                consistent += 1
-                verdicts.append(orders[False])
-            else:
-                verdicts.append("SAME")
-        else:
-            verdicts.extend(orders.values())
-    return verdicts, pairs, consistent
-
-
-def _majority(counts: Counter, order: list[str]) -> str:
-    """The most frequent value; a tie goes to the first of the tied values in `order` (SAME for pairwise)."""
-    best = max(counts.values())
-    tied = [value for value, count in counts.items() if count == best]
-    return min(tied, key=lambda v: order.index(v) if v in order else len(order))
-
-
-def _sample_detail(call: JudgeCall) -> dict:
-    detail = {
-        "sample": call.sample,
-        "swapped": call.swapped,
-        "value": call.value or None,
-        "parse_failed": call.parse_failed,
-        "tokens": call.prompt_tokens + call.completion_tokens,
-        "latency_ms": call.latency_ms,
-        "attempts": call.attempts,
-        "cached": call.cached,
-    }
-    for key in ("score", "argmax", "parse_error", "logprobs"):
-        if key in call.details:
-            detail[key] = call.details[key]
-    return detail
-
-
-def _raw_output(calls: list[JudgeCall]) -> str:
-    if len(calls) == 1:
-        return calls[0].raw_output
-    parts = []
-    for call in calls:
-        order = "swapped" if call.swapped else "original"
-        parts.append(f"[sample {call.sample}, {order} order]\n{call.raw_output}")
-    return "\n\n".join(parts)

@@ -16,13 +16,26 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
+from django.views.decorators.debug import sensitive_variables
+
+from . import credentials
+from .endpoint_safety import SafeNetworkBackend, unsafe_cause
+
 if TYPE_CHECKING:
+    import httpx2
     import openai
 
 # The openai package's HTTP layer logs every request at INFO; one line per judge call is noise.
 logging.getLogger("httpx2").setLevel(logging.WARNING)
 
 TOP_LOGPROBS = 10
+COULD_NOT_CONNECT = "could not connect to the endpoint"
+# Headers the openai client fills from the server's environment (OPENAI_ORG_ID, OPENAI_PROJECT_ID).
+ENVIRONMENT_HEADERS = {"openai-organization", "openai-project"}
+# Shorter "keys" (vLLM's customary EMPTY, Ollama's "ollama") guard nothing, and scrubbing them would mangle
+# ordinary words in replies.
+MIN_SECRET_LENGTH = 8
 KEY_SHAPE_RE = re.compile(r"\b(?:sk|key|api[-_]?key)[-_][A-Za-z0-9*_\-.]{3,}", re.I)
 LOGPROB_TOKENS_KEPT = 8
 
@@ -32,10 +45,15 @@ class EndpointError(Exception):
 
     attempts: int = 1  # set by the retry layer to how many requests it made
 
-    def __init__(self, message: str, *, status: int | None = None):
+    def __init__(
+        self, message: str, *, status: int | None = None, code: str | None = None, param: str | None = None
+    ):
         super().__init__(message)
         self.message = message
         self.status = status
+        # OpenAI's error fields: e.g. code "unsupported_parameter" with param "max_tokens".
+        self.code = code
+        self.param = param
 
 
 class TransientError(EndpointError):
@@ -58,8 +76,10 @@ class Reply:
     # [(token, [(alternative, logprob), ...]), ...] for the first tokens; None: the endpoint sent none.
     logprobs: list[Any] | None = None
     prompt_tokens: int = 0
-    completion_tokens: int = 0
+    completion_tokens: int = 0  # includes reasoning tokens, as OpenAI counts (and bills) them
     latency_ms: float = 0.0
+    reasoning_tokens: int = 0
+    choices: int = 1
     extra: dict = field(default_factory=dict)
 
     def as_cache(self) -> dict:
@@ -77,31 +97,112 @@ _clients: dict[tuple, openai.OpenAI] = {}
 _clients_lock = threading.Lock()
 
 
-def api_key_from_env(variable: str) -> str:
-    key = os.environ.get(variable, "")
-    if not key:
-        raise PermanentError(f"authentication failed: the environment variable {variable} is not set")
-    return key
+def server_secrets() -> list[str]:
+    """Values no request may carry unless they are the judge's own key: Concord's own secrets and every
+    declared server credential."""
+    own = [settings.SECRET_KEY, *(settings.CONCORD_ENCRYPTION_KEY or [])]
+    own += [value for name in settings.CONCORD_OWN_SECRETS if (value := os.environ.get(name, ""))]
+    return [value for value in (*own, *credentials.declared_values()) if len(value) >= MIN_SECRET_LENGTH]
 
 
-def get_client(*, base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
-    """One client (and connection pool) per endpoint, key and timeout, shared by a worker's threads."""
+@sensitive_variables("api_key")
+def safe_headers(headers: httpx2.Headers, api_key: str) -> None:
+    """Drop every header that would carry something of the server's but the judge's own key: the openai
+    client reads OPENAI_ORG_ID, OPENAI_PROJECT_ID and OPENAI_CUSTOM_HEADERS from the environment."""
+    forbidden = [value for value in server_secrets() if value != api_key]
+    for name, value in list(headers.items()):
+        lowered = name.lower()
+        if lowered == "authorization":
+            if not api_key or value != f"Bearer {api_key}":
+                del headers[name]
+        elif lowered in ENVIRONMENT_HEADERS or any(secret in value for secret in forbidden):
+            del headers[name]
+
+
+@sensitive_variables("api_key")
+def safe_http_client(*, api_key: str) -> httpx2.Client:
+    """An HTTP client that connects only to allowed addresses (endpoint_safety), follows no redirect,
+    reads no proxy, certificate or .netrc setting from the environment, and sends only the judge's key."""
+    import httpcore2
+    import httpx2
+    from openai._constants import DEFAULT_CONNECTION_LIMITS
+
+    class SafeTransport(httpx2.HTTPTransport):
+        def __init__(self) -> None:
+            super().__init__(trust_env=False)
+            limits = DEFAULT_CONNECTION_LIMITS
+            # httpx takes no network backend: its pool is replaced by one whose backend checks addresses.
+            self._pool = httpcore2.ConnectionPool(
+                ssl_context=httpx2.create_ssl_context(trust_env=False),
+                max_connections=limits.max_connections,
+                max_keepalive_connections=limits.max_keepalive_connections,
+                keepalive_expiry=limits.keepalive_expiry,
+                network_backend=SafeNetworkBackend(),
+            )
+
+        def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+            safe_headers(request.headers, api_key)
+            return super().handle_request(request)
+
+    return httpx2.Client(transport=SafeTransport(), follow_redirects=False, trust_env=False)
+
+
+@sensitive_variables("api_key")  # never in an error report
+def get_client(*, base_url: str, api_key: str, timeout: float, azure: bool = False) -> openai.OpenAI:
+    """One client (and connection pool) per endpoint, key and timeout, shared by a worker's threads.
+
+    Azure's client sends the key in the api-key header, adds the api-version query and turns
+    /chat/completions into /openai/deployments/{model}/chat/completions."""
     import openai  # imported on first use: it costs about a second at every process start
 
-    cache_key = (base_url, api_key, timeout)
+    from .endpoints import azure_endpoint
+
+    cache_key = (base_url, api_key, timeout, azure)
     with _clients_lock:
         client = _clients.get(cache_key)
         if client is None:
-            client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0)
+            # The key is given explicitly, so the client never falls back to OPENAI_API_KEY (or Azure's
+            # variables); with no key the transport sends no Authorization header at all.
+            key, http_client = api_key or "no-key", safe_http_client(api_key=api_key)
+            if azure:
+                endpoint, version = azure_endpoint(base_url)
+                client = openai.AzureOpenAI(
+                    azure_endpoint=endpoint,
+                    api_version=version,
+                    api_key=key,
+                    timeout=timeout,
+                    max_retries=0,
+                    http_client=http_client,
+                )
+            else:
+                client = openai.OpenAI(
+                    base_url=base_url,
+                    api_key=key,
+                    admin_api_key="",
+                    webhook_secret="",
+                    timeout=timeout,
+                    max_retries=0,
+                    http_client=http_client,
+                )
             _clients[cache_key] = client
         return client
 
 
-def chat(*, base_url: str, api_key_env: str, timeout: float, request: dict) -> Reply:
+def connection_error(error: Exception) -> EndpointError:
+    """A refused address says why (it is our rule, not the network's); any other connection failure says
+    only that it failed, so the judge's connection test is no port scanner."""
+    unsafe = unsafe_cause(error)
+    if unsafe is not None:
+        return PermanentError(str(unsafe))
+    return TransientError(COULD_NOT_CONNECT)
+
+
+@sensitive_variables("api_key")
+def chat(*, base_url: str, api_key: str, timeout: float, request: dict, azure: bool = False) -> Reply:
     """Send one chat completion request (`request` holds model, messages and parameters)."""
     import openai  # imported on first use: it costs about a second at every process start
 
-    client = get_client(base_url=base_url, api_key=api_key_from_env(api_key_env), timeout=timeout)
+    client = get_client(base_url=base_url, api_key=api_key, timeout=timeout, azure=azure)
     started = time.monotonic()
     try:
         # The client's low-level post, as its docs show for any endpoint: same HTTP layer, errors and
@@ -109,18 +210,33 @@ def chat(*, base_url: str, api_key_env: str, timeout: float, request: dict) -> R
         # models, which cost more CPU than everything else a judge call does.
         completion = client.post("/chat/completions", body=request, cast_to=object)
     except openai.APIStatusError as error:
-        raise _status_error(error, client.api_key) from None
+        raise _status_error(error, api_key) from None
     except openai.APITimeoutError:
         raise TransientError(f"timed out after {timeout:g} s") from None
     except openai.APIConnectionError as error:
-        raise TransientError(f"connection error: {error.__cause__ or error}") from None
+        raise connection_error(error) from None
     except (openai.APIResponseValidationError, json.JSONDecodeError, ValueError) as error:
-        raise TransientError(f"malformed response from the endpoint: {error}") from None
+        raise TransientError(f"malformed response from the endpoint: {redact(str(error), api_key)}") from None
     latency_ms = (time.monotonic() - started) * 1000
+    if not isinstance(completion, dict):
+        # Not JSON (the client hands back the text): a web page or another API at this URL.
+        raise PermanentError(
+            f"{base_url} is not an OpenAI-compatible API: /chat/completions answered "
+            f"{_shape(completion)} instead of a chat.completion JSON object"
+        )
     try:
-        return _reply(completion, latency_ms)
+        return scrubbed(_reply(completion, latency_ms), api_key)
     except (AttributeError, IndexError, KeyError, TypeError, ValueError) as error:
-        raise TransientError(f"malformed response from the endpoint: {error!r}") from None
+        raise TransientError(
+            f"malformed response from the endpoint: {redact(repr(error), api_key)}"
+        ) from None
+
+
+def scrubbed(reply: Reply, api_key: str) -> Reply:
+    """The reply without the key or any server secret in its text, before it is cached, stored or shown."""
+    reply.content = reply.content if reply.content is None else without_secrets(reply.content, api_key)
+    reply.refusal = without_secrets(reply.refusal, api_key)
+    return reply
 
 
 def _reply(completion: Any, latency_ms: float) -> Reply:
@@ -139,6 +255,7 @@ def _reply(completion: Any, latency_ms: float) -> Reply:
             for entry in content_logprobs[:LOGPROB_TOKENS_KEPT]
         ]
     content = message.get("content")
+    details = usage.get("completion_tokens_details") or {}
     return Reply(
         content=content if content is None else str(content),
         refusal=message.get("refusal") or "",
@@ -147,21 +264,37 @@ def _reply(completion: Any, latency_ms: float) -> Reply:
         prompt_tokens=int(usage.get("prompt_tokens") or 0),
         completion_tokens=int(usage.get("completion_tokens") or 0),
         latency_ms=latency_ms,
+        reasoning_tokens=int(details.get("reasoning_tokens") or 0),
+        choices=len(completion["choices"]),
     )
 
 
+def without_secrets(text: str, api_key: str) -> str:
+    """The text with the key and every server secret replaced by ***."""
+    own = {api_key} if len(api_key) >= MIN_SECRET_LENGTH else set()
+    for secret in sorted(own | set(server_secrets()), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+def _shape(value: Any) -> str:
+    text = str(value).strip().replace("\n", " ")
+    return f"{type(value).__name__} {text[:60]!r}"
+
+
 def redact(text: str, api_key: str) -> str:
-    """The endpoint's message without the key or anything shaped like one (some echo part of it)."""
-    if api_key:
-        text = text.replace(api_key, "***")
-        if len(api_key) >= 12:  # masked echoes such as "sk-proj-****abcd"
-            text = text.replace(api_key[:6], "***").replace(api_key[-4:], "***")
+    """An error text without the key, any server secret, or anything shaped like a key (some endpoints
+    echo part of the key they were sent)."""
+    text = without_secrets(text, api_key)
+    if len(api_key) >= 12:  # masked echoes such as "sk-proj-****abcd"
+        text = text.replace(api_key[:6], "***").replace(api_key[-4:], "***")
     return KEY_SHAPE_RE.sub("***", text)
 
 
 def _status_error(error: openai.APIStatusError, api_key: str) -> EndpointError:
     status = error.status_code
     detail = redact(_error_message(error), api_key)
+    code, param = _error_fields(error.body)
     if status == 429:
         return TransientError(f"rate limited (429): {detail}", status=status, retry_after=_retry_after(error))
     if status >= 500 or status in (408, 409):
@@ -169,21 +302,42 @@ def _status_error(error: openai.APIStatusError, api_key: str) -> EndpointError:
             f"server error ({status}): {detail}", status=status, retry_after=_retry_after(error)
         )
     if status in (401, 403):
-        return PermanentError(f"authentication failed ({status}): {detail}", status=status)
+        return PermanentError(
+            f"authentication failed ({status}): the endpoint refused the API key (wrong, expired or "
+            f"revoked?): {detail}",
+            status=status,
+        )
     if status == 404:
-        return PermanentError(f"model or endpoint not found (404): {detail}", status=status)
-    return PermanentError(f"request refused ({status}): {detail}", status=status)
+        return PermanentError(f"model or endpoint not found (404): {detail}", status=status, code=code)
+    return PermanentError(f"request refused ({status}): {detail}", status=status, code=code, param=param)
+
+
+def _error_body(body: Any) -> dict | None:
+    """The error object of the shapes providers send: OpenAI's {"error": {...}}, Anthropic's
+    {"type": "error", "error": {...}}, vLLM's flat {"object": "error", "message": ...} and Gemini's
+    [{"error": {...}}]; None for anything else."""
+    if isinstance(body, list) and body and isinstance(body[0], dict):
+        body = body[0]
+    if not isinstance(body, dict):
+        return None
+    inner = body.get("error", body)
+    if isinstance(inner, dict) and inner.get("message"):
+        return inner
+    return None
+
+
+def _error_fields(body: Any) -> tuple[str | None, str | None]:
+    inner = _error_body(body) or {}
+    code, param = inner.get("code"), inner.get("param")
+    return (str(code) if code else None), (str(param) if param else None)
 
 
 def _error_message(error: openai.APIStatusError) -> str:
-    body = error.body
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and inner.get("message"):
-            return str(inner["message"])
-        if body.get("message"):
-            return str(body["message"])
-    return str(error.message)
+    inner = _error_body(error.body)
+    if inner is not None:
+        return str(inner["message"])
+    raw = error.response.text.strip().replace("\n", " ")
+    return f"an error body Concord does not recognise: {raw[:200]!r}"
 
 
 def _retry_after(error: openai.APIStatusError) -> float | None:
@@ -198,15 +352,20 @@ def _retry_after(error: openai.APIStatusError) -> float | None:
     return None
 
 
-def list_models(*, base_url: str, api_key_env: str, timeout: float = 10.0) -> list[dict]:
+@sensitive_variables("api_key")
+def list_models(*, base_url: str, api_key: str, timeout: float = 10.0, azure: bool = False) -> list[dict]:
     """The endpoint's models as [{"id", "owned_by"}]."""
     import openai  # imported on first use: it costs about a second at every process start
 
-    client = get_client(base_url=base_url, api_key=api_key_from_env(api_key_env), timeout=timeout)
+    client = get_client(base_url=base_url, api_key=api_key, timeout=timeout, azure=azure)
     try:
         page = client.models.list()
     except openai.APIStatusError as error:
-        raise _status_error(error, client.api_key) from None
+        raise _status_error(error, api_key) from None
     except openai.APIConnectionError as error:
-        raise TransientError(f"connection error: {error.__cause__ or error}") from None
+        raise connection_error(error) from None
+    except (AttributeError, TypeError, ValueError) as error:  # not a model list: some other kind of server
+        raise PermanentError(
+            f"{base_url}/models is not an OpenAI model list ({redact(str(error), api_key)})"
+        ) from None
     return [{"id": model.id, "owned_by": getattr(model, "owned_by", "")} for model in page.data]

@@ -31,7 +31,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import parse_qsl
 
+from .fake_profiles import PROFILES, Profile, as_received, error_body, refusal, spend_reasoning, unknown_model
+
 OWNED_BY = "concord-fake"
+AZURE_API_VERSION = "2024-10-21"
 MODEL_PREFIX = "fake-"
 LISTED_MODELS = ["fake-judge", "fake-gpt"]
 TRANSIENT_FAULTS = {"429", "500", "timeout", "malformed"}
@@ -58,6 +61,7 @@ class FakeConfig:
     api_key: str | None = None
     retry_after: float = 1.0
     timeout_sleep: float = 60.0
+    profile: str = "any"  # a provider profile of judges.fake_profiles
 
 
 @dataclass
@@ -85,6 +89,8 @@ class FakeLLM:
 
     @property
     def base_url(self) -> str:
+        if PROFILES[self.config.profile].azure:
+            return f"http://{self.host}:{self.port}/?api-version={AZURE_API_VERSION}"
         return f"http://{self.host}:{self.port}/v1"
 
     # -- running -------------------------------------------------------------------------------
@@ -144,25 +150,42 @@ class FakeLLM:
 
     async def _route(self, method: str, path: str, headers: dict[str, str], body: bytes):
         self.stats.requests += 1
-        path = path.split("?", 1)[0].rstrip("/")
-        if (
-            self.config.api_key is not None
-            and headers.get("authorization") != f"Bearer {self.config.api_key}"
-        ):
-            sent = headers.get("authorization", "").removeprefix("Bearer ")
-            masked = f"{sent[:6]}****{sent[-4:]}" if len(sent) >= 12 else "****"
-            message = f"Incorrect API key provided: {masked}."
-            return 401, {}, _error(message, "invalid_request_error", "invalid_api_key")
-        if method == "GET" and path == "/v1/models":
-            data = [
-                {"id": name, "object": "model", "created": 0, "owned_by": OWNED_BY} for name in LISTED_MODELS
-            ]
-            return 200, {}, {"object": "list", "data": data}
-        if method == "POST" and path == "/v1/chat/completions":
+        profile = PROFILES[self.config.profile]
+        path, _, query = path.partition("?")
+        path = path.rstrip("/")
+        refused = self._refused_key(profile, headers)
+        if refused:
+            return refused
+        if profile.azure:
+            deployment = re.fullmatch(r"/openai/deployments/([^/]+)/chat/completions", path)
+            if "api-version" not in dict(parse_qsl(query)):
+                return 404, {}, {"error": {"code": "404", "message": "Resource not found"}}
+            if method == "GET" and path == "/openai/models":
+                return 200, {}, _model_list()
+            if method == "POST" and deployment:
+                return await self._completions(headers, body, deployment=deployment.group(1))
+        elif method == "GET" and path == "/v1/models":
+            return 200, {}, _model_list()
+        elif method == "POST" and path == "/v1/chat/completions":
             return await self._completions(headers, body)
-        return 404, {}, _error(f"Unknown path {method} {path}.", "invalid_request_error", "not_found")
+        message = f"Unknown path {method} {path}."
+        return 404, {}, error_body(profile, 404, message, "invalid_request_error", "not_found")
 
-    async def _completions(self, headers: dict[str, str], body: bytes):
+    def _refused_key(self, profile: Profile, headers: dict[str, str]):
+        """A 401 unless the configured key came in the profile's header (Azure: api-key)."""
+        if self.config.api_key is None:
+            return None
+        if profile.azure:
+            sent = headers.get("api-key", "")
+        else:
+            sent = headers.get("authorization", "").removeprefix("Bearer ")
+        if sent == self.config.api_key:
+            return None
+        masked = f"{sent[:6]}****{sent[-4:]}" if len(sent) >= 12 else "****"
+        message = f"Incorrect API key provided: {masked}."
+        return 401, {}, error_body(profile, 401, message, "invalid_request_error", "invalid_api_key")
+
+    async def _completions(self, headers: dict[str, str], body: bytes, *, deployment: str | None = None):
         try:
             request = json.loads(body)
             model = str(request["model"])
@@ -174,15 +197,15 @@ class FakeLLM:
                 {},
                 _error("Body must be JSON with model and messages.", "invalid_request_error", None),
             )
-        base_model, config = self._request_config(model, headers)
+        base_model, config = self._request_config(deployment or model, headers)
+        profile = PROFILES[config.profile]
         if not base_model.startswith(MODEL_PREFIX):
-            return (
-                404,
-                {},
-                _error(
-                    f"The model `{base_model}` does not exist.", "invalid_request_error", "model_not_found"
-                ),
-            )
+            status, error = unknown_model(profile, base_model)
+            return status, {}, error
+        refused = refusal(profile, request)
+        if refused:
+            return refused[0], {}, refused[1]
+        request = as_received(profile, request)
         self.stats.in_flight += 1
         self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
         try:
@@ -205,7 +228,8 @@ class FakeLLM:
             if fault == "malformed":
                 return 200, {}, b'{"id": "chatcmpl-broken", "choices": [{"message": '
             self.stats.completions += 1
-            return 200, {}, completion(request, base_model=base_model, fault=fault, logprobs=config.logprobs)
+            answer = completion(request, base_model=base_model, fault=fault, logprobs=config.logprobs)
+            return 200, {}, spend_reasoning(profile, request, answer)
         finally:
             self.stats.in_flight -= 1
 
@@ -219,6 +243,8 @@ class FakeLLM:
         if "fault" in options:
             faults = tuple(f for f in options["fault"].split(",") if f in FAULTS)
             config = replace(config, faults=faults, fail_rate=1.0)
+        if options.get("profile") in PROFILES:
+            config = replace(config, profile=options["profile"])
         if options.get("logprobs") in ("0", "false", "no"):
             config = replace(config, logprobs=False)
         for key, cast in (
@@ -408,6 +434,11 @@ def _seed(model: str, messages: Any, seed: Any, index: int) -> int:
 
 def _tokens(text: str) -> int:
     return max(1, len(text) // 4)
+
+
+def _model_list() -> dict:
+    data = [{"id": name, "object": "model", "created": 0, "owned_by": OWNED_BY} for name in LISTED_MODELS]
+    return {"object": "list", "data": data}
 
 
 def _seconds(value: float) -> str:

@@ -1,25 +1,73 @@
-import re
 from typing import cast
 
 from django import forms
 
 from rubrics.models import RubricVersion
 
+from . import credentials
+from .endpoint_safety import UnsafeEndpoint, check_base_url
+from .endpoints import AUTOMATIC
 from .models import Judge
 
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+KEY_CHOICE_NONE = credentials.NO_KEY
+KEY_CHOICE_PASTED = credentials.PASTED
+
+
+def key_choices(instance: Judge) -> list[tuple[str, str]]:
+    """No key, each server credential the operator declared, or a pasted key (the judge's current one)."""
+    choices = [(KEY_CHOICE_NONE, "No key (the endpoint needs none)")]
+    choices += [
+        (credentials.ENV_PREFIX + name, f"Server credential {name}")
+        for name in credentials.declared_credentials()
+    ]
+    if instance.api_key_hint:
+        choices.append(
+            (KEY_CHOICE_PASTED, f"The pasted key {instance.api_key_hint} (or a new one pasted below)")
+        )
+    else:
+        choices.append((KEY_CHOICE_PASTED, "A key pasted below, stored encrypted for this project"))
+    return choices
+
+
+class PastedKeyField(forms.CharField):
+    """A write-only key: never rendered back into the page, one line, no spaces."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("widget", forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}))
+        super().__init__(max_length=500, strip=True, **kwargs)
+
+    def validate(self, value):
+        super().validate(value)
+        if value and any(character.isspace() for character in value):
+            raise forms.ValidationError("Paste the key alone: one line, no spaces.")
 
 
 class JudgeForm(forms.ModelForm):
+    credential = forms.ChoiceField(
+        label="API key",
+        error_messages={
+            "invalid_choice": "That is not a server credential: the operator lists the environment "
+            f"variables judges may use in {credentials.SETTING}."
+        },
+    )
+    api_key = PastedKeyField(
+        label="Paste a key",
+        required=False,
+        help_text="Stored encrypted, never shown again (only its first and last characters).",
+    )
+
     class Meta:
         model = Judge
         fields = [
             "name",
+            "endpoint",
             "base_url",
             "model",
-            "api_key_env",
+            "credential",
+            "api_key",
             "temperature",
             "max_tokens",
+            "reasoning_effort",
             "samples",
             "logprobs",
             "position_swap",
@@ -36,6 +84,18 @@ class JudgeForm(forms.ModelForm):
     def __init__(self, *args, project=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.project = project
+        field = cast(forms.ChoiceField, self.fields["credential"])
+        field.choices = key_choices(self.instance)
+        declared = credentials.declared_credentials()
+        first = credentials.ENV_PREFIX + declared[0] if declared else KEY_CHOICE_NONE
+        field.initial = self.instance.credential_source if self.instance.pk else first
+        if not credentials.can_store_keys():
+            self.fields["api_key"].disabled = True
+            self.fields["api_key"].help_text = credentials.cannot_store_message()
+        self.fields["endpoint"].required = False  # left out: automatic
+
+    def clean_endpoint(self):
+        return self.cleaned_data["endpoint"] or AUTOMATIC
 
     def clean_name(self):
         name = self.cleaned_data["name"].strip()
@@ -44,18 +104,45 @@ class JudgeForm(forms.ModelForm):
             raise forms.ValidationError(f"This project already has a judge named {name!r}.")
         return name
 
-    def clean_api_key_env(self):
-        value = self.cleaned_data["api_key_env"].strip()
-        if not ENV_NAME_RE.match(value):
-            raise forms.ValidationError(
-                "Give the NAME of an environment variable (letters, digits, underscores), not the key itself."
+    def clean_base_url(self):
+        try:
+            return check_base_url(self.cleaned_data["base_url"])
+        except UnsafeEndpoint as error:
+            raise forms.ValidationError(f"This base URL is refused: {error}.") from None
+
+    def clean(self):
+        cleaned = super().clean() or {}
+        choice, pasted = cleaned.get("credential"), cleaned.get("api_key") or ""
+        if pasted and choice != KEY_CHOICE_PASTED:
+            self.add_error("credential", "You pasted a key: choose “A key pasted below” to use it.")
+        elif choice == KEY_CHOICE_PASTED and not credentials.can_store_keys():
+            self.add_error("credential", credentials.cannot_store_message())
+        elif choice == KEY_CHOICE_PASTED and not pasted and not self.instance.api_key_hint:
+            self.add_error("api_key", "Paste the key, or choose another source.")
+        return cleaned
+
+    def save(self, commit: bool = True) -> Judge:
+        """Apply the key source; a pasted key is encrypted here and only here."""
+        judge = super().save(commit=False)
+        choice, pasted = self.cleaned_data["credential"], self.cleaned_data.get("api_key") or ""
+        if choice == KEY_CHOICE_PASTED:
+            if pasted:
+                judge.set_pasted_key(pasted)
+        else:
+            judge.clear_pasted_key()
+            judge.api_key_env = (
+                choice.removeprefix(credentials.ENV_PREFIX) if choice != KEY_CHOICE_NONE else ""
             )
-        return value
+        if commit:
+            judge.save()
+        return judge
 
     def clean_temperature(self):
         value = self.cleaned_data["temperature"]
-        if not 0 <= value <= 2:
-            raise forms.ValidationError("Temperature must be between 0 and 2.")
+        if value is not None and not 0 <= value <= 2:
+            raise forms.ValidationError(
+                "Temperature must be between 0 and 2 (or empty: the endpoint's default)."
+            )
         return value
 
     def clean_samples(self):
@@ -83,6 +170,18 @@ class JudgeForm(forms.ModelForm):
         return value
 
 
+class ReplaceKeyForm(forms.Form):
+    """Replace a judge's pasted key (write-only: the old one is never shown)."""
+
+    api_key = PastedKeyField(label="New key", required=True)
+
+    def clean(self):
+        cleaned = super().clean()
+        if not credentials.can_store_keys():
+            raise forms.ValidationError(credentials.cannot_store_message())
+        return cleaned
+
+
 class RunChoiceForm(forms.Form):
     """Pick the judge and the rubric versions (all of the evaluation's, by default) of new runs."""
 
@@ -97,7 +196,7 @@ class RunChoiceForm(forms.Form):
     def __init__(self, *args, evaluation, **kwargs):
         super().__init__(*args, **kwargs)
         cast(forms.ModelChoiceField, self.fields["judge"]).queryset = Judge.objects.filter(
-            project=evaluation.project
+            project=evaluation.project, archived=False
         )
         versions = evaluation.rubric_versions.select_related("rubric").order_by("rubric__name", "number")
         field = cast(forms.ModelMultipleChoiceField, self.fields["rubric_versions"])

@@ -4,7 +4,12 @@ version (JudgeRun), one row per (item, sample, order) of work (JudgeCall), and a
 from decimal import Decimal
 
 from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import models
+from django.utils import timezone
+
+from . import credentials
+from .endpoints import AUTOMATIC, FAMILY_CHOICES, REASONING_EFFORTS, Accepts, Family, family_for
 
 SIMULATED_MODEL_PREFIX = "fake-"
 
@@ -18,20 +23,31 @@ def default_request_timeout() -> float:
 
 
 class Judge(models.Model):
-    """An OpenAI-compatible endpoint, model and parameters. The API key is read from the environment
-    variable named by `api_key_env` when a call is made; it is never stored."""
+    """An OpenAI-compatible endpoint, model and parameters. Its API key is a server credential the operator
+    declared (`api_key_env`, the variable's name), or a key a researcher pasted (stored encrypted, shown
+    only as `api_key_hint`), or none (judges.credentials)."""
 
     project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="judges")
     name = models.CharField(max_length=120)
     base_url = models.URLField(max_length=500, default=default_base_url)
     model = models.CharField(max_length=200)
     api_key_env = models.CharField(
-        "API key variable",
+        "server credential",
         max_length=100,
-        default="OPENAI_API_KEY",
-        help_text="Name of the environment variable that holds the API key (the key is never stored).",
+        blank=True,
+        default="",
+        help_text="An environment variable the operator declared in CONCORD_JUDGE_CREDENTIALS.",
     )
-    temperature = models.FloatField(default=0.0)
+    api_key_encrypted = models.TextField(blank=True, default="", editable=False)
+    api_key_hint = models.CharField(max_length=24, blank=True, default="", editable=False)
+    api_key_version = models.PositiveIntegerField(
+        default=0,
+        editable=False,
+        help_text="Counts pasted keys, so replies cached under an old key stay apart.",
+    )
+    temperature = models.FloatField(
+        null=True, blank=True, default=None, help_text="Empty: none is sent, the endpoint's own default."
+    )
     max_tokens = models.PositiveIntegerField(default=256)
     samples = models.PositiveIntegerField(default=1, help_text="Replies per item (n), each stored.")
     logprobs = models.BooleanField(
@@ -47,8 +63,12 @@ class Judge(models.Model):
     requests_per_minute = models.PositiveIntegerField(default=0, help_text="0 = no limit.")
     tokens_per_minute = models.PositiveIntegerField(default=0, help_text="0 = no limit.")
     concurrency = models.PositiveIntegerField(default=8, help_text="Calls in flight at once, across workers.")
-    price_input_per_million = models.DecimalField(max_digits=10, decimal_places=4, default=Decimal("0"))
-    price_output_per_million = models.DecimalField(max_digits=10, decimal_places=4, default=Decimal("0"))
+    price_input_per_million = models.DecimalField(
+        max_digits=10, decimal_places=4, default=Decimal("0"), validators=[MinValueValidator(Decimal("0"))]
+    )
+    price_output_per_million = models.DecimalField(
+        max_digits=10, decimal_places=4, default=Decimal("0"), validators=[MinValueValidator(Decimal("0"))]
+    )
     cache_enabled = models.BooleanField(
         "cache", default=True, help_text="Answer identical calls from the cache."
     )
@@ -57,6 +77,26 @@ class Judge(models.Model):
     )
     simulated = models.BooleanField(
         default=False, help_text="The endpoint said it is Concord's simulated model."
+    )
+    endpoint = models.CharField(
+        "endpoint kind",
+        max_length=30,
+        choices=FAMILY_CHOICES,
+        default=AUTOMATIC,
+        help_text="Decides which parameters Concord sends; automatic: from the base URL and model.",
+    )
+    reasoning_effort = models.CharField(
+        max_length=10,
+        blank=True,
+        choices=[("", "the endpoint's default")] + [(e, e) for e in REASONING_EFFORTS],
+        help_text="Reasoning models only (OpenAI o-series, gpt-5): how long the model thinks.",
+    )
+    capabilities = models.JSONField(
+        default=dict, blank=True, help_text="What the endpoint accepted in the last connection test."
+    )
+    probed_at = models.DateTimeField(null=True, blank=True, help_text="When the connection test last ran.")
+    archived = models.BooleanField(
+        default=False, help_text="Hidden from new runs; kept because runs used it (for their reports)."
     )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -73,9 +113,28 @@ class Judge(models.Model):
             models.CheckConstraint(condition=models.Q(concurrency__gte=1), name="judge_concurrency_positive"),
             models.CheckConstraint(condition=models.Q(max_tokens__gte=1), name="judge_max_tokens_positive"),
             models.CheckConstraint(
-                condition=models.Q(temperature__gte=0, temperature__lte=2), name="judge_temperature_0_to_2"
+                condition=models.Q(temperature__isnull=True)
+                | models.Q(temperature__gte=0, temperature__lte=2),
+                name="judge_temperature_0_to_2",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(price_input_per_million__gte=0, price_output_per_million__gte=0),
+                name="judge_prices_not_negative",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(api_key_env="") | models.Q(api_key_encrypted=""),
+                name="judge_one_key_source",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(api_key_encrypted="", api_key_hint="")
+                | (~models.Q(api_key_encrypted="") & ~models.Q(api_key_hint="")),
+                name="judge_pasted_key_has_hint",
             ),
             models.CheckConstraint(condition=models.Q(request_timeout__gt=0), name="judge_timeout_positive"),
+            models.CheckConstraint(
+                condition=models.Q(endpoint__in=[key for key, _ in FAMILY_CHOICES]),
+                name="judge_endpoint_is_known",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -86,12 +145,52 @@ class Judge(models.Model):
         """Concord's fake server only serves models named fake-*, so the name alone marks them."""
         return self.simulated or self.model.startswith(SIMULATED_MODEL_PREFIX)
 
+    @property
+    def credential_source(self) -> str:
+        """ "pasted", "env:NAME" or "none" (judges.credentials)."""
+        if self.api_key_encrypted:
+            return credentials.PASTED
+        return credentials.ENV_PREFIX + self.api_key_env if self.api_key_env else credentials.NO_KEY
+
+    @property
+    def credential_label(self) -> str:
+        if self.api_key_encrypted:
+            return f"pasted key {self.api_key_hint}"
+        return f"server credential {self.api_key_env}" if self.api_key_env else "no key"
+
+    def set_pasted_key(self, api_key: str) -> None:
+        """Encrypt and keep a pasted key (CredentialError when keys cannot be stored); not saved yet."""
+        self.api_key_encrypted = credentials.encrypt_key(api_key)
+        self.api_key_hint = credentials.key_hint(api_key)
+        self.api_key_version += 1
+        self.api_key_env = ""
+
+    def clear_pasted_key(self) -> None:
+        self.api_key_encrypted = ""
+        self.api_key_hint = ""
+
+    @property
+    def family(self) -> Family:
+        return family_for(
+            endpoint=self.endpoint,
+            base_url=self.base_url,
+            model=self.model,
+            owned_by=(self.capabilities or {}).get("owned_by", ""),
+        )
+
+    def accepts(self) -> Accepts:
+        return self.family.accepts.updated(self.capabilities)
+
     def parameters(self) -> dict:
         """The settings a run freezes at launch, so editing the judge never changes a running run."""
         return {
+            "endpoint": self.family.key,
+            "capabilities": {k: v for k, v in (self.capabilities or {}).items() if k in Accepts().as_dict()},
+            "reasoning_effort": self.reasoning_effort,
             "base_url": self.base_url,
             "model": self.model,
             "api_key_env": self.api_key_env,
+            "credential": self.credential_source,
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
             "samples": self.samples,
@@ -136,6 +235,14 @@ class JudgeRun(models.Model):
     heartbeat = models.DateTimeField(
         null=True, blank=True, help_text="Last sign of life from one of its lanes."
     )
+    queued_at = models.DateTimeField(
+        null=True, blank=True, help_text="When its first lane was last queued (launch, resume, recovery)."
+    )
+    adaptations = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Parameters the endpoint refused and what the run sends instead, in order.",
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -157,6 +264,27 @@ class JudgeRun(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status == self.Status.RUNNING
+
+    @property
+    def can_resume(self) -> bool:
+        """Resume means something only for a run that stopped before all its calls were done."""
+        return self.status in (self.Status.FAILED, self.Status.CANCELLED)
+
+    @property
+    def worker_warning(self) -> str:
+        """A sentence when queued work has waited for a worker longer than JUDGE_WORKER_WAIT_SECONDS."""
+        if self.status != self.Status.RUNNING:
+            return ""
+        queued = self.queued_at or self.created
+        picked_up = self.heartbeat is not None and self.heartbeat >= queued
+        since = self.heartbeat if picked_up and self.heartbeat else queued
+        silent = (timezone.now() - since).total_seconds()
+        if silent < settings.JUDGE_WORKER_WAIT_SECONDS:
+            return ""
+        minutes = max(1, round(silent / 60))
+        if picked_up:
+            return f"no worker has reported on this run for {minutes} min: is a Celery worker running?"
+        return f"no worker has picked this up for {minutes} min: is a Celery worker running?"
 
 
 class JudgeCall(models.Model):

@@ -8,7 +8,6 @@ concurrency, across all workers together.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
@@ -25,10 +24,14 @@ from evaluations.models import Evaluation, Rater, Rating
 from rubrics.models import RubricVersion
 from rubrics.rendering import RenderError, render_prompt
 
-from . import client
-from .calls import ClaimAhead, LaneContext, build_request, process_call, release_claim
-from .fake_llm import OWNED_BY
+from . import credentials
+from .calls import LaneContext, process_call
+from .claims import ClaimAhead, release_claim
+from .endpoints import build_request, sent_parameters
 from .models import Judge, JudgeCall, JudgeRun
+from .probing import test_connection
+
+__all__ = ["test_connection"]  # the judge page's connection test lives in judges.probing
 
 ESTIMATE_SAMPLE_ITEMS = 50
 EXPECTED_SCORE_TOKENS = 5
@@ -43,18 +46,46 @@ def orders_for(judge_params: dict, version: RubricVersion) -> list[bool]:
     return [False]
 
 
+CURRENCY = "USD"
+ASSUMED_LATENCY_MS = 2000
+# Typical reasoning tokens per judge call by reasoning_effort ("" = the model's default, medium).
+EXPECTED_REASONING_TOKENS = {"minimal": 0, "low": 150, "": 500, "medium": 500, "high": 1500}
+
+
 @dataclass(frozen=True)
 class Estimate:
     items: int
     calls: int
     prompt_tokens: int
-    completion_tokens: int
+    completion_tokens: int  # includes reasoning tokens, billed as output
     cost: Decimal
     api_key_present: bool
+    reasoning_tokens: int = 0
+    duration_seconds: float = 0.0
+    latency_measured: bool = False
+    parameters: tuple[str, ...] = ()
+    currency: str = CURRENCY
 
     @property
     def tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def duration(self) -> str:
+        minutes = self.duration_seconds / 60
+        if minutes < 1:
+            return f"{max(1, round(self.duration_seconds))} s"
+        return f"{minutes:.0f} min" if minutes < 120 else f"{minutes / 60:.1f} h"
+
+
+def expected_duration(params: dict, *, calls: int, tokens_per_call: float, latency_ms: float) -> float:
+    """Seconds for `calls` at the judge's concurrency, bounded by its request and token rate limits."""
+    per_minute = params["concurrency"] * 60_000 / max(latency_ms, 1.0)
+    if params["requests_per_minute"]:
+        per_minute = min(per_minute, params["requests_per_minute"])
+    if params["tokens_per_minute"] and tokens_per_call:
+        per_minute = min(per_minute, params["tokens_per_minute"] / tokens_per_call)
+    return 60 * calls / per_minute if per_minute else 0.0
 
 
 def cost_of(params: dict, *, prompt_tokens: int, completion_tokens: int) -> Decimal:
@@ -67,12 +98,13 @@ def cost_of(params: dict, *, prompt_tokens: int, completion_tokens: int) -> Deci
 def estimate_run(*, judge: Judge, evaluation: Evaluation, rubric_version: RubricVersion) -> Estimate:
     """Calls, tokens and cost of a run before launch (prompt length from up to 50 rendered items)."""
     params = judge.parameters()
-    items = evaluation.dataset.items.all()
+    items = evaluation.items()
     count = items.count()
     orders = orders_for(params, rubric_version)
     calls = count * params["samples"] * len(orders)
     sample = list(items.order_by("position")[:ESTIMATE_SAMPLE_ITEMS])
     chars = 0
+    request: dict = {}
     for item in sample:
         try:
             prompt = render_prompt(rubric_version, item)
@@ -81,19 +113,33 @@ def estimate_run(*, judge: Judge, evaluation: Evaluation, rubric_version: Rubric
         request = build_request(params=params, version=rubric_version, prompt=prompt, sample=0)
         chars += len(request["messages"][0]["content"])
     per_call_prompt = (chars / len(sample) / 4) if sample else 0
-    per_call_completion = min(
-        params["max_tokens"],
-        EXPECTED_JSON_TOKENS if rubric_version.output_format != "score" else EXPECTED_SCORE_TOKENS,
+    answer = EXPECTED_JSON_TOKENS if rubric_version.output_format != "score" else EXPECTED_SCORE_TOKENS
+    reasoning = (
+        EXPECTED_REASONING_TOKENS.get(params["reasoning_effort"], 500) if judge.accepts().reasoning else 0
     )
+    per_call_completion = min(params["max_tokens"], answer + reasoning)
+    per_call_reasoning = max(0, per_call_completion - answer) if reasoning else 0
     prompt_tokens = round(per_call_prompt * calls)
     completion_tokens = per_call_completion * calls
+    latency = (judge.capabilities or {}).get("latency_ms")
     return Estimate(
         items=count,
         calls=calls,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
         cost=cost_of(params, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
-        api_key_present=bool(os.environ.get(judge.api_key_env)),
+        api_key_present=not credentials.credential_for(
+            judge_id=judge.pk, source=judge.credential_source
+        ).problem,
+        reasoning_tokens=per_call_reasoning * calls,
+        duration_seconds=expected_duration(
+            params,
+            calls=calls,
+            tokens_per_call=per_call_prompt + per_call_completion,
+            latency_ms=latency or ASSUMED_LATENCY_MS,
+        ),
+        latency_measured=bool(latency),
+        parameters=tuple(sent_parameters(request)),
     )
 
 
@@ -104,7 +150,15 @@ def check_launch(*, judge: Judge, evaluation: Evaluation, rubric_version: Rubric
         )
     if not evaluation.rubric_versions.filter(pk=rubric_version.pk).exists():
         raise ValidationError(f"Rubric version {rubric_version} is not part of evaluation {evaluation.name}.")
-    items = evaluation.dataset.items.all()
+    if judge.archived:
+        raise ValidationError(f"Judge {judge.name} is archived; edit it to bring it back before a new run.")
+    if judge.logprobs and rubric_version.rubric.kind == "likert" and not judge.accepts().logprobs:
+        found = "its connection test found" if judge.probed_at else "its documentation says"
+        raise ValidationError(
+            f"Judge {judge.name}'s endpoint ({judge.family.label}) returns no logprobs ({found} so), so "
+            f"logprob scoring cannot run on {rubric_version}: turn logprob scoring off on the judge."
+        )
+    items = evaluation.items()
     if not items.exists():
         raise ValidationError(f"Dataset {evaluation.dataset.name} has no items to judge.")
     if rubric_version.requires_baseline:
@@ -137,8 +191,9 @@ def launch_run(
             rater=rater,
             parameters=params,
             created_by=created_by,
+            queued_at=timezone.now(),
         )
-        item_ids = list(evaluation.dataset.items.order_by("position").values_list("pk", flat=True))
+        item_ids = list(evaluation.items().order_by("position").values_list("pk", flat=True))
         calls = [
             JudgeCall(run=run, item_id=item_id, sample=sample, swapped=swapped)
             for item_id in item_ids
@@ -194,6 +249,11 @@ def total_estimate(estimates: list[Estimate]) -> Estimate:
         completion_tokens=sum(e.completion_tokens for e in estimates),
         cost=sum((e.cost for e in estimates), Decimal(0)),
         api_key_present=all(e.api_key_present for e in estimates),
+        reasoning_tokens=sum(e.reasoning_tokens for e in estimates),
+        # Runs of one launch share the judge's concurrency and limits: they take about the sum.
+        duration_seconds=sum(e.duration_seconds for e in estimates),
+        latency_measured=all(e.latency_measured for e in estimates),
+        parameters=tuple(dict.fromkeys(p for e in estimates for p in e.parameters)),
     )
 
 
@@ -277,15 +337,17 @@ def recover_stalled_runs(*, stale_seconds: float) -> list[int]:
     their claimed calls go back to pending and the first lane starts again. Returns the run ids."""
     cutoff = timezone.now() - timedelta(seconds=stale_seconds)
     stalled = JudgeRun.objects.filter(status=JudgeRun.Status.RUNNING).filter(
-        Q(heartbeat__lt=cutoff) | Q(heartbeat__isnull=True, created__lt=cutoff)
+        Q(heartbeat__lt=cutoff)
+        | Q(heartbeat__isnull=True, queued_at__lt=cutoff)
+        | Q(heartbeat__isnull=True, queued_at__isnull=True, created__lt=cutoff)
     )
     recovered = []
-    for run in stalled.only("pk", "heartbeat"):
+    for run in stalled.only("pk", "heartbeat", "queued_at"):
         with transaction.atomic():
             # Only one starting worker wins a run: the heartbeat it saw must still be there.
-            taken = JudgeRun.objects.filter(pk=run.pk, heartbeat=run.heartbeat).update(
-                heartbeat=timezone.now(), lanes_started=False
-            )
+            taken = JudgeRun.objects.filter(
+                pk=run.pk, heartbeat=run.heartbeat, queued_at=run.queued_at
+            ).update(heartbeat=None, queued_at=timezone.now(), lanes_started=False)
             if not taken:
                 continue
             JudgeCall.objects.filter(run_id=run.pk, status=JudgeCall.Status.CLAIMED).update(
@@ -294,6 +356,17 @@ def recover_stalled_runs(*, stale_seconds: float) -> list[int]:
             transaction.on_commit(partial(enqueue_lanes, run.pk, [0]))
         recovered.append(run.pk)
     return recovered
+
+
+def delete_or_archive_judge(*, judge: Judge) -> bool:
+    """Delete a judge no run used (True); archive one with runs, which keep it for their reports (False)."""
+    with transaction.atomic():
+        if not JudgeRun.objects.filter(judge=judge).exists():
+            judge.delete()
+            return True
+        Judge.objects.filter(pk=judge.pk).update(archived=True)
+        judge.archived = True
+        return False
 
 
 def cancel_run(*, run: JudgeRun) -> bool:
@@ -316,7 +389,11 @@ def resume_run(*, run: JudgeRun) -> int:
         ).update(status=JudgeCall.Status.PENDING, claim_token=None, error="")
         pending = JudgeCall.objects.filter(run=run, status=JudgeCall.Status.PENDING).exists()
         JudgeRun.objects.filter(pk=run.pk).update(
-            status=JudgeRun.Status.RUNNING, error="", finished=None, lanes_started=False
+            status=JudgeRun.Status.RUNNING,
+            error="",
+            finished=None,
+            lanes_started=False,
+            queued_at=timezone.now(),
         )
         run_id = run.pk
         if pending:
@@ -343,6 +420,7 @@ class Progress:
     calls_per_minute: int
     consistency_pairs: int
     consistent_pairs: int
+    reasoning_tokens: int = 0  # part of completion_tokens (billed as output)
 
     @property
     def finished(self) -> int:
@@ -386,6 +464,7 @@ def run_progress(run: JudgeRun) -> Progress:
         parse_failures=Count("id", filter=done_q & Q(parse_failed=True)),
         logprobs_missing=Count("id", filter=done_q & Q(logprobs_missing=True)),
         recent=Count("id", filter=Q(finished_at__gte=minute_ago)),
+        reasoning_tokens=Sum(Cast(KT("details__reasoning_tokens"), IntegerField())),
     )
     pairs = Rating.objects.filter(rater_id=run.rater_id).aggregate(
         pairs=Sum(Cast(KT("details__consistency_pairs"), IntegerField())),
@@ -407,49 +486,5 @@ def run_progress(run: JudgeRun) -> Progress:
         calls_per_minute=stats["recent"],
         consistency_pairs=pairs["pairs"] or 0,
         consistent_pairs=pairs["consistent"] or 0,
-    )
-
-
-@dataclass(frozen=True)
-class ConnectionResult:
-    ok: bool
-    message: str
-    reply: str = ""
-    simulated: bool = False
-
-
-def test_connection(*, judge: Judge) -> ConnectionResult:
-    """One small call (max 5 tokens); also marks the judge simulated when the endpoint says it is ours."""
-    simulated = False
-    try:
-        models = client.list_models(
-            base_url=judge.base_url, api_key_env=judge.api_key_env, timeout=min(judge.request_timeout, 15)
-        )
-        simulated = any(m["owned_by"] == OWNED_BY for m in models)
-    except client.EndpointError:
-        pass  # not every compatible server lists models; the chat call below is the real test
-    if simulated and not judge.simulated:
-        Judge.objects.filter(pk=judge.pk).update(simulated=True)
-        judge.simulated = True
-    request = {
-        "model": judge.model,
-        "max_tokens": 5,
-        "temperature": 0,
-        "messages": [{"role": "user", "content": "Reply with the single word: ready"}],
-    }
-    try:
-        reply = client.chat(
-            base_url=judge.base_url,
-            api_key_env=judge.api_key_env,
-            timeout=min(judge.request_timeout, 30),
-            request=request,
-        )
-    except client.EndpointError as error:
-        return ConnectionResult(False, error.message, simulated=simulated)
-    text = reply.content if reply.content is not None else reply.refusal
-    return ConnectionResult(
-        True,
-        f"{judge.model} answered in {reply.latency_ms:.0f} ms",
-        reply=text or "(empty)",
-        simulated=simulated or judge.is_simulated,
+        reasoning_tokens=stats["reasoning_tokens"] or 0,
     )

@@ -6,12 +6,14 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from projects.access import RESEARCHER, get_evaluation_for, get_judge_run_for, get_project_for
 
 from . import services
-from .forms import JudgeForm, RunChoiceForm
+from .credentials import can_store_keys
+from .forms import JudgeForm, ReplaceKeyForm, RunChoiceForm
 from .models import Judge, JudgeCall
 
 RECENT_PROBLEMS = 10
@@ -25,6 +27,7 @@ def judge_list(request, slug: str):
     return render(request, "judges/judge_list.html", {"project": project, "judges": judges})
 
 
+@sensitive_post_parameters("api_key")  # a pasted key never shows in an error report
 @require_http_methods(["GET", "POST"])
 @login_required
 def judge_create(request, slug: str):
@@ -40,13 +43,72 @@ def judge_create(request, slug: str):
     return render(request, "judges/judge_create.html", {"project": project, "form": form})
 
 
+ENDPOINT_FIELDS = ("base_url", "model", "endpoint", "api_key_env")
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def judge_edit(request, slug: str, pk: int):
+    """The judge form on an existing judge: later runs use the change, launched runs keep what they froze.
+    A changed endpoint, model or key forgets what the last connection test found."""
+    project = get_project_for(request.user, slug, role=RESEARCHER)
+    judge = get_object_or_404(Judge, project=project, pk=pk)
+    form = JudgeForm(request.POST or None, instance=judge, project=project)
+    if request.method == "POST" and form.is_valid():
+        judge = form.save(commit=False)
+        if any(name in form.changed_data for name in ENDPOINT_FIELDS):
+            judge.capabilities, judge.probed_at = {}, None
+        judge.archived = False
+        judge.save()
+        messages.success(request, f"Judge {judge.name} saved; runs launched from now on use these settings.")
+        return redirect("judge_detail", slug=project.slug, pk=judge.pk)
+    return render(request, "judges/judge_create.html", {"project": project, "form": form, "judge": judge})
+
+
+@require_POST
+@login_required
+def judge_delete(request, slug: str, pk: int):
+    """Delete a judge no run used; a judge with runs is archived instead (hidden from new runs, kept for
+    the reports of its runs)."""
+    project = get_project_for(request.user, slug, role=RESEARCHER)
+    judge = get_object_or_404(Judge, project=project, pk=pk)
+    if services.delete_or_archive_judge(judge=judge):
+        messages.success(request, f"Judge {judge.name} deleted.")
+        return redirect("judge_list", slug=project.slug)
+    messages.success(request, f"Judge {judge.name} archived: its runs keep it for their reports.")
+    return redirect("judge_detail", slug=project.slug, pk=judge.pk)
+
+
 @require_GET
 @login_required
 def judge_detail(request, slug: str, pk: int):
     project = get_project_for(request.user, slug, role=RESEARCHER)
     judge = get_object_or_404(Judge, project=project, pk=pk)
     runs = judge.runs.select_related("evaluation", "rubric_version__rubric")
-    return render(request, "judges/judge_detail.html", {"project": project, "judge": judge, "runs": runs})
+    context = {"project": project, "judge": judge, "runs": runs, "key_form": _key_form(None)}
+    return render(request, "judges/judge_detail.html", context)
+
+
+def _key_form(data) -> ReplaceKeyForm | None:
+    return ReplaceKeyForm(data) if can_store_keys() else None
+
+
+@sensitive_post_parameters("api_key")
+@require_POST
+@login_required
+def judge_replace_key(request, slug: str, pk: int):
+    """Paste a new key for the judge (it replaces any earlier pasted key or server credential)."""
+    project = get_project_for(request.user, slug, role=RESEARCHER)
+    judge = get_object_or_404(Judge, project=project, pk=pk)
+    form = ReplaceKeyForm(request.POST)
+    if form.is_valid():
+        judge.set_pasted_key(form.cleaned_data["api_key"])
+        judge.save(update_fields=["api_key_env", "api_key_encrypted", "api_key_hint", "api_key_version"])
+        messages.success(request, f"Key replaced: the judge now uses the pasted key {judge.api_key_hint}.")
+        return redirect("judge_detail", slug=project.slug, pk=judge.pk)
+    runs = judge.runs.select_related("evaluation", "rubric_version__rubric")
+    context = {"project": project, "judge": judge, "runs": runs, "key_form": form}
+    return render(request, "judges/judge_detail.html", context, status=400)
 
 
 @require_POST
@@ -56,7 +118,13 @@ def judge_test_connection(request, slug: str, pk: int):
     judge = get_object_or_404(Judge, project=project, pk=pk)
     result = services.test_connection(judge=judge)
     runs = judge.runs.select_related("evaluation", "rubric_version__rubric")
-    context = {"project": project, "judge": judge, "result": result, "runs": runs}
+    context = {
+        "project": project,
+        "judge": judge,
+        "result": result,
+        "runs": runs,
+        "key_form": _key_form(None),
+    }
     template = "judges/judge_detail.html#connection" if request.htmx else "judges/judge_detail.html"
     return render(request, template, context)
 
@@ -131,6 +199,27 @@ def judge_run_cancel(request, slug: str, pk: int):
 def judge_run_resume(request, slug: str, pk: int):
     run = get_judge_run_for(request.user, slug, pk)
     project = run.evaluation.project
+    if not run.can_resume:
+        messages.warning(
+            request, f"The run is {run.get_status_display().lower()}: there is nothing to resume."
+        )
+        return redirect("judge_run_detail", slug=project.slug, pk=run.pk)
     reopened = services.resume_run(run=run)
     messages.success(request, f"Run resumed; {reopened} failed or interrupted call(s) will be tried again.")
     return redirect("judge_run_detail", slug=project.slug, pk=run.pk)
+
+
+@require_GET
+@login_required
+def evaluation_judge_runs(request, slug: str, pk: int):
+    """The evaluation page's judge runs section alone: htmx polls it while any run is running."""
+    evaluation = get_evaluation_for(request.user, slug, pk)
+    project = evaluation.project
+    runs = list(evaluation.judge_runs.select_related("judge", "rubric_version__rubric", "rater"))
+    context = {
+        "evaluation": evaluation,
+        "project": project,
+        "runs": runs,
+        "active": any(run.is_active for run in runs),
+    }
+    return render(request, "judges/_evaluation_judge_runs.html", context)

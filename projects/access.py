@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
@@ -89,3 +90,18 @@ def projects_for(user):
     if user.is_superuser:
         return queryset
     return queryset.filter(memberships__user=user)
+
+
+def may_create_projects(user) -> bool:
+    """CONCORD_PROJECT_CREATORS: staff only (the default), or every logged-in user."""
+    if not user.is_authenticated:
+        return False
+    return settings.CONCORD_PROJECT_CREATORS == "everyone" or user.is_staff or user.is_superuser
+
+
+def require_project_creator(user) -> None:
+    if not may_create_projects(user):
+        raise PermissionDenied(
+            "Only staff can create projects on this server."
+            " Ask a staff member to create one and add you to it."
+        )

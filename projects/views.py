@@ -5,7 +5,14 @@ from django.shortcuts import redirect, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from .access import RESEARCHER, get_project_for, get_role_for, projects_for
+from .access import (
+    RESEARCHER,
+    get_project_for,
+    get_role_for,
+    may_create_projects,
+    projects_for,
+    require_project_creator,
+)
 from .forms import MemberForm, ProjectForm
 from .models import Membership, Project
 
@@ -13,14 +20,27 @@ from .models import Membership, Project
 @require_GET
 @login_required
 def project_list(request):
-    return render(
-        request, "projects/project_list.html", {"projects": projects_for(request.user), "form": ProjectForm()}
-    )
+    if _rates_only(request.user):  # annotators land on their rating queue, with nothing they cannot open
+        return redirect("annotator_home")
+    context = {
+        "projects": projects_for(request.user),
+        "may_create_projects": may_create_projects(request.user),
+    }
+    return render(request, "projects/project_list.html", context)
+
+
+def _rates_only(user) -> bool:
+    """An annotator and nothing more: a member of projects only as annotator, not staff."""
+    if user.is_staff or user.is_superuser:
+        return False
+    roles = set(Membership.objects.filter(user=user).values_list("role", flat=True))
+    return roles == {Membership.Role.ANNOTATOR}
 
 
 @require_http_methods(["GET", "POST"])
 @login_required
 def project_create(request):
+    require_project_creator(request.user)
     form = ProjectForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         with transaction.atomic():

@@ -3,14 +3,15 @@
 from django.db import connection
 
 from datasets.models import Item
-from evaluations.models import Evaluation
+from evaluations.models import Evaluation, ExcludedItem
 
 from .models import Slot, shuffled_rank
 
 
 def insert_slots(*, evaluation: Evaluation, shuffled: bool) -> None:
-    """Queue the dataset's items that have no slot yet (all of them, the first time): one INSERT ... SELECT
-    on PostgreSQL (its md5 gives the same shuffled rank as `shuffled_rank`), bulk_create elsewhere."""
+    """Queue the evaluation's items that have no slot yet and are not excluded (all of them, the first
+    time): one INSERT ... SELECT on PostgreSQL (its md5 gives the same shuffled rank as `shuffled_rank`),
+    bulk_create elsewhere."""
     if connection.vendor == "postgresql":
         _insert_in_sql(evaluation=evaluation, shuffled=shuffled)
     else:
@@ -25,20 +26,22 @@ def _insert_in_sql(*, evaluation: Evaluation, shuffled: bool) -> None:
         else "i.position"
     )
     params: list[int] = [evaluation.pk] + ([evaluation.pk] if shuffled else [])
-    params += [evaluation.dataset_id, evaluation.pk]
+    params += [evaluation.dataset_id, evaluation.pk, evaluation.pk]
     table = Slot._meta.db_table
+    excluded = ExcludedItem._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {table} (evaluation_id, item_id, rank, claims, is_open) "
             f"SELECT %s, i.id, {rank}, 0, true FROM {Item._meta.db_table} i WHERE i.dataset_id = %s "
-            f"AND NOT EXISTS (SELECT 1 FROM {table} s WHERE s.evaluation_id = %s AND s.item_id = i.id)",
+            f"AND NOT EXISTS (SELECT 1 FROM {table} s WHERE s.evaluation_id = %s AND s.item_id = i.id) "
+            f"AND NOT EXISTS (SELECT 1 FROM {excluded} e WHERE e.evaluation_id = %s AND e.item_id = i.id)",
             params,
         )
 
 
 def _insert_in_python(*, evaluation: Evaluation, shuffled: bool) -> None:
     queued = set(Slot.objects.filter(evaluation=evaluation).values_list("item_id", flat=True))
-    items = Item.objects.filter(dataset_id=evaluation.dataset_id).values_list("id", "position")
+    items = evaluation.items().values_list("id", "position")
     Slot.objects.bulk_create(
         (
             Slot(

@@ -6,17 +6,24 @@ from dataclasses import dataclass
 from django.core.paginator import Paginator
 
 from evaluations.models import Evaluation, Rater, Rating
+from evaluations.values import value_as_shown
 from rubrics.models import Rubric, RubricVersion
 
-from . import services
-from .models import Assignment
+from . import revisit, services
+from .models import Assignment, Slot
 
 HISTORY_PAGE_SIZE = 50
 
 
+# The rating page's stages. An evaluation that mixes pairwise and other rubrics asks for the
+# comparison first, with the dialog up to the prompt and the candidates only as cards A and B;
+# the other rubrics, which show the rated response, come after the comparison is made.
+COMPARE, REST = "compare", "rest"
+
+
 @dataclass
 class Option:
-    value: str  # what is stored (canonical for pairwise: A = baseline, B = response)
+    value: str  # what the form sends: a scale value; for pairwise the letter as shown (A = left card)
     label: str
     description: str
     key: str  # the keyboard key that picks it
@@ -75,22 +82,21 @@ def scale_options(version: RubricVersion) -> list[Option]:
     return options
 
 
-def pairwise_options(version: RubricVersion, left_side: str) -> list[Option]:
-    """A / SAME / B as the person sees them: A is the left response, whichever that is for them.
+def pairwise_options(version: RubricVersion) -> list[Option]:
+    """A / SAME / B as the person sees them: A is the left card, whichever response that is for them.
 
-    The stored value stays canonical (A = baseline, B = response).
+    The form sends these letters; `services.read_answers` turns them into canonical values
+    (A = baseline), so nothing in the page tells which card is the rated response.
     """
     by_value = {str(entry.get("value")): entry for entry in version.scale}
-    left_value, right_value = ("A", "B") if left_side == "baseline" else ("B", "A")
-    shown = [("A", left_value, "a"), ("SAME", "SAME", "s"), ("B", right_value, "b")]
     return [
         Option(
-            value=value,
-            label={"A": "A (left)", "SAME": "SAME", "B": "B (right)"}[label],
-            description=str(by_value.get(label, {}).get("description", "")),
-            key=key,
+            value=letter,
+            label=label,
+            description=str(by_value.get(letter, {}).get("description", "")),
+            key=letter[0].lower(),
         )
-        for label, value, key in shown
+        for letter, label in [("A", "A (left)"), ("SAME", "SAME"), ("B", "B (right)")]
     ]
 
 
@@ -103,7 +109,7 @@ def _current_answers(*, evaluation: Evaluation, assignment: Assignment) -> dict[
     answers: dict[str, str] = {}
     ratings = Rating.objects.filter(evaluation=evaluation, rater=rater, item_id=assignment.item_id)
     for rating in ratings:
-        answers[f"rubric-{rating.rubric_version_id}"] = rating.value
+        answers[f"rubric-{rating.rubric_version_id}"] = value_as_shown(rating.value, rating.side_shown)
         answers[f"explanation-{rating.rubric_version_id}"] = rating.explanation
     return answers
 
@@ -118,7 +124,7 @@ def rubric_forms(
     forms = []
     for version in versions:
         pairwise = version.rubric.kind == Rubric.Kind.PAIRWISE
-        options = pairwise_options(version, assignment.left_side) if pairwise else scale_options(version)
+        options = pairwise_options(version) if pairwise else scale_options(version)
         sentence = assignment.item.response if version.target == RubricVersion.Target.SENTENCE else None
         forms.append(
             RubricForm(
@@ -135,6 +141,42 @@ def rubric_forms(
     return forms
 
 
+def _pair(item, assignment: Assignment, forms: list[RubricForm]) -> Pair | None:
+    if not item.baseline or not any(form.kind == Rubric.Kind.PAIRWISE for form in forms):
+        return None
+    baseline_left = assignment.left_side == Assignment.Side.BASELINE
+    return Pair(
+        left=item.baseline if baseline_left else item.response,
+        right=item.response if baseline_left else item.baseline,
+        left_is=assignment.left_side,
+    )
+
+
+def _stage_forms(forms: list[RubricForm], pair: Pair | None, stage: str | None) -> tuple[str, list, list]:
+    """(stage, forms shown, forms of the other stage carried as hidden fields) for a mixed evaluation.
+
+    Carrying the other stage's answers keeps them through the step: the comparison made, or the
+    answers being revised or brought back by an undo.
+    """
+    pairwise = [form for form in forms if form.kind == Rubric.Kind.PAIRWISE]
+    others = [form for form in forms if form.kind != Rubric.Kind.PAIRWISE]
+    if pair is None or not pairwise or not others:
+        return "", forms, []
+    if stage == REST and all(form.selected for form in pairwise):  # the rest only once the comparison is made
+        return REST, others, pairwise
+    return COMPARE, pairwise, others
+
+
+def _undo_offer(evaluation: Evaluation, assignment: Assignment) -> Assignment | None:
+    """The person's last submit, offered for undo while they look at the item handed to them after it."""
+    if assignment.status != Assignment.Status.RESERVED or assignment.pk is None:
+        return None
+    last = revisit.last_submit(evaluation=evaluation, user=assignment.user_id)
+    if last is None or last.finished is None or last.finished > assignment.started:
+        return None
+    return last
+
+
 def rating_context(
     *,
     evaluation: Evaluation,
@@ -143,39 +185,40 @@ def rating_context(
     errors: services.AnswerErrors | None = None,
     versions: list[RubricVersion] | None = None,
     notice: str = "",
+    stage: str | None = None,
+    shown_at: str | None = None,
 ) -> dict:
-    """Everything the rating page needs for one item: dialog, pair, one form per rubric, errors."""
+    """Everything the rating page shows for one item: dialog, pair, its stage's forms, errors, progress."""
     versions = versions if versions is not None else services.evaluation_versions(evaluation)
     errors = errors or services.AnswerErrors()
     item = assignment.item
     values = typed if typed is not None else _current_answers(evaluation=evaluation, assignment=assignment)
     forms = rubric_forms(versions=versions, assignment=assignment, values=values, errors=errors)
-    pair = None
-    if item.baseline and any(form.kind == Rubric.Kind.PAIRWISE for form in forms):
-        baseline_left = assignment.left_side == Assignment.Side.BASELINE
-        pair = Pair(
-            left=item.baseline if baseline_left else item.response,
-            right=item.response if baseline_left else item.baseline,
-            left_is=assignment.left_side,
-        )
-    done = Assignment.objects.filter(
-        evaluation=evaluation, user_id=assignment.user_id, status=Assignment.Status.DONE
-    ).count()
+    pair = _pair(item, assignment, forms)
+    stage, shown, carried = _stage_forms(forms, pair, stage)
+    progress = services.annotator_progress(user=assignment.user_id, evaluation=evaluation)
+    set_aside_before = assignment.status in {Assignment.Status.SKIPPED, Assignment.Status.FLAGGED}
     return {
         "evaluation": evaluation,
         "project": evaluation.project,
         "assignment": assignment,
         "item": item,
-        "forms": forms,
-        "pair": pair,
-        "show_target": any(form.kind != Rubric.Kind.PAIRWISE for form in forms),
+        "forms": shown,
+        "carried": carried,
+        "stage": stage,
+        "pair": pair if stage != REST else None,
+        "show_target": stage != COMPARE and any(form.kind != Rubric.Kind.PAIRWISE for form in shown),
         "general_errors": errors.general,
         "reason": values.get("reason", "") if typed is not None else "",
         "reason_error": errors.fields.get("reason", ""),
         "notice": notice,
-        "shown_at": f"{time.time():.1f}",
-        "done_count": done,
+        # Kept through the comparison step and refusals, so seconds_spent covers the whole item.
+        "shown_at": shown_at if services.seconds_since(shown_at) is not None else f"{time.time():.1f}",
+        "progress": progress[0] if progress else None,
         "revising": assignment.status == Assignment.Status.DONE,
+        "set_aside_before": set_aside_before,
+        "no_room": set_aside_before and not revisit.has_room(assignment=assignment),
+        "undo": _undo_offer(evaluation, assignment),
     }
 
 
@@ -183,13 +226,7 @@ def rating_context(
 class HistoryRow:
     assignment: Assignment
     values: list[tuple[str, str]]  # (criterion, value as the person saw it)
-
-
-def _shown_value(rating: Rating) -> str:
-    """A pairwise value as the person saw it (A = their left), others as stored."""
-    if rating.side_shown != "response" or rating.value not in {"A", "B"}:
-        return rating.value
-    return {"A": "B", "B": "A"}[rating.value]
+    can_reopen: bool = False  # set aside (or expired) and still open: the person can rate it after all
 
 
 def history_context(*, evaluation: Evaluation, user, page: str | None) -> dict:
@@ -208,6 +245,20 @@ def history_context(*, evaluation: Evaluation, user, page: str | None) -> dict:
     ).select_related("rubric_version")
     by_item: dict[int, list[tuple[str, str]]] = {}
     for rating in sorted(ratings, key=lambda r: r.rubric_version.criterion):
-        by_item.setdefault(rating.item_id, []).append((rating.rubric_version.criterion, _shown_value(rating)))
-    rows = [HistoryRow(assignment=a, values=by_item.get(a.item_id, [])) for a in page_obj]
+        by_item.setdefault(rating.item_id, []).append(
+            (rating.rubric_version.criterion, rating.value_as_shown)
+        )
+    with_room = set(
+        Slot.objects.filter(evaluation=evaluation, item_id__in=item_ids, is_open=True).values_list(
+            "item_id", flat=True
+        )
+    )
+    rows = [
+        HistoryRow(
+            assignment=a,
+            values=by_item.get(a.item_id, []),
+            can_reopen=not a.holds_claim and a.item_id in with_room,
+        )
+        for a in page_obj
+    ]
     return {"evaluation": evaluation, "project": evaluation.project, "rows": rows, "page_obj": page_obj}

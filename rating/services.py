@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import Count, Exists, F, OuterRef, Subquery
+from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, F, OuterRef, Q, Subquery
 from django.db.models.lookups import LessThan
 from django.utils import timezone
 
 from datasets.models import Item
-from evaluations.models import Evaluation, Rater, Rating, RatingRevision
+from evaluations.models import Evaluation, ExcludedItem, Rater, Rating, RatingRevision
+from evaluations.values import value_from_shown
 from rubrics.models import Rubric, RubricVersion
 
 from . import db
@@ -88,7 +89,7 @@ def _queue_length(evaluation: Evaluation) -> int:
 
 
 def _dataset_size(evaluation: Evaluation) -> int:
-    return Item.objects.filter(dataset_id=evaluation.dataset_id).count()
+    return evaluation.items().count()
 
 
 def _overlap_of(evaluation_id: int) -> Subquery:
@@ -221,8 +222,15 @@ def evaluation_versions(evaluation: Evaluation) -> list[RubricVersion]:
     return list(evaluation.rubric_versions.select_related("rubric").order_by("rubric__name", "number"))
 
 
-def read_answers(*, versions: list[RubricVersion], data) -> tuple[dict[int, Answer], AnswerErrors]:
-    """Read `rubric-<version id>` / `explanation-<version id>` fields of a submitted form and check them."""
+def read_answers(
+    *, versions: list[RubricVersion], data, left_side: str
+) -> tuple[dict[int, Answer], AnswerErrors]:
+    """Read `rubric-<version id>` / `explanation-<version id>` fields of a submitted form and check them.
+
+    A pairwise field holds the letter the person picked as shown (A = their left card, whichever
+    response that is, so the page never says which card is the response); the answer holds the
+    canonical value (A = baseline), converted with `left_side`.
+    """
     errors = AnswerErrors()
     known = {str(version.pk) for version in versions}
     for key in data:
@@ -248,6 +256,8 @@ def read_answers(*, versions: list[RubricVersion], data) -> tuple[dict[int, Answ
         if version.explanation_required and not explanation:
             errors.fields[f"explanation-{version.pk}"] = f"“{version.criterion}” asks for an explanation."
             continue
+        if version.kind == Rubric.Kind.PAIRWISE:
+            value = value_from_shown(value, left_side)
         answers[version.pk] = Answer(version=version, value=value, explanation=explanation)
     return answers, errors
 
@@ -418,6 +428,8 @@ class Progress:
     done: int
     share: int
     total: int
+    skipped: int = 0  # skipped or flagged as a problem: the person can reopen them from History
+    has_more: bool = True  # whether "next item" would hand them one now
 
     @property
     def percent_of_share(self) -> int:
@@ -431,19 +443,49 @@ def share_of(*, total: int, overlap: int, annotators: int) -> int:
     return min(total, math.ceil(total * overlap / annotators))
 
 
-def annotator_progress(*, user) -> list[Progress]:
-    """The evaluations `user` annotates, with their done count, their share and the total."""
-    items = Item.objects.filter(dataset_id=OuterRef("dataset_id")).order_by().values("dataset_id")
-    done = Assignment.objects.filter(evaluation_id=OuterRef("pk"), user=user, status=Status.DONE)
+def _count_of(queryset) -> Subquery:
+    return Subquery(queryset.order_by().values("evaluation_id").annotate(n=Count("pk")).values("n")[:1])
+
+
+def _has_more(user) -> ExpressionWrapper:
+    """Whether "next item" would hand `user` an item: a reservation, an open item never held, or no queue."""
+    mine = Assignment.objects.filter(evaluation_id=OuterRef("pk"), user=user)
+    never_held = ~Exists(
+        Assignment.objects.filter(
+            evaluation_id=OuterRef(OuterRef("pk")), user=user, item_id=OuterRef("item_id")
+        )
+    )
+    open_for_them = Slot.objects.filter(evaluation_id=OuterRef("pk"), is_open=True).filter(never_held)
+    no_queue_yet = ~Exists(Slot.objects.filter(evaluation_id=OuterRef("pk")))
+    reserved = Exists(mine.filter(status=Status.RESERVED))
+    return ExpressionWrapper(
+        Q(reserved) | Q(Exists(open_for_them)) | Q(no_queue_yet), output_field=BooleanField()
+    )
+
+
+def annotator_progress(*, user, evaluation: Evaluation | None = None) -> list[Progress]:
+    """The evaluations `user` annotates (or just `evaluation`): done, skipped, share, total, whether more."""
+    left_out = ExcludedItem.objects.filter(evaluation_id=OuterRef(OuterRef("pk")), item_id=OuterRef("pk"))
+    items = (
+        Item.objects.filter(dataset_id=OuterRef("dataset_id"))
+        .exclude(Exists(left_out))
+        .order_by()
+        .values("dataset_id")
+    )
+    mine = Assignment.objects.filter(evaluation_id=OuterRef("pk"), user=user)
     through = Evaluation.annotators.through
     annotators = through.objects.filter(evaluation_id=OuterRef("pk")).order_by().values("evaluation_id")
+    evaluations = Evaluation.objects.filter(annotators=user)
+    if evaluation is not None:
+        evaluations = evaluations.filter(pk=evaluation.pk)
     evaluations = (
-        Evaluation.objects.filter(annotators=user)
-        .select_related("project", "dataset")
+        evaluations.select_related("project", "dataset")
         .annotate(
             total=Subquery(items.annotate(n=Count("pk")).values("n")[:1]),
-            done=Subquery(done.order_by().values("evaluation_id").annotate(n=Count("pk")).values("n")[:1]),
+            done=_count_of(mine.filter(status=Status.DONE)),
+            skipped=_count_of(mine.filter(status__in=[Status.SKIPPED, Status.FLAGGED])),
             annotator_count=Subquery(annotators.annotate(n=Count("pk")).values("n")[:1]),  # type: ignore[misc]
+            has_more=_has_more(user),
         )
         .order_by("project__name", "name")
     )
@@ -455,6 +497,8 @@ def annotator_progress(*, user) -> list[Progress]:
                 total=evaluation.total or 0, overlap=evaluation.overlap, annotators=evaluation.annotator_count
             ),
             total=evaluation.total or 0,
+            skipped=evaluation.skipped or 0,
+            has_more=evaluation.has_more,
         )
         for evaluation in evaluations
     ]

@@ -13,6 +13,7 @@ urlpatterns = [
     path(EVALUATION + "rate/<int:item_id>/", views.rate_item, name="rate_item"),
     path(EVALUATION + "rate/<int:item_id>/submit/", views.rate_submit, name="rate_submit"),
     path(EVALUATION + "rate/<int:item_id>/set-aside/", views.rate_set_aside, name="rate_set_aside"),
+    path(EVALUATION + "rate/<int:item_id>/undo/", views.rate_undo, name="rate_undo"),
     path(EVALUATION + "annotators/add/", views.annotators_add, name="annotators_add"),
     path(EVALUATION + "annotators/new/", views.annotator_create, name="annotator_create"),
     path(EVALUATION + "annotators/<int:user_id>/remove/", views.annotator_remove, name="annotator_remove"),

@@ -9,14 +9,15 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse, reverse_lazy
 from django.views import csrf as csrf_views
 from django.views.decorators.http import require_GET, require_POST
-from django_htmx.http import HttpResponseClientRedirect, push_url
+from django_htmx.http import HttpResponseClientRedirect, push_url, reswap, retarget
 from django_htmx.middleware import HtmxDetails
 
 from datasets.models import Item
 from evaluations.models import Evaluation
 from projects.access import ANNOTATOR, get_evaluation_for
+from rubrics.models import Rubric
 
-from . import annotators, pages, services
+from . import annotators, pages, revisit, services
 from .models import Assignment, pairwise_left_side
 
 
@@ -25,6 +26,7 @@ class HtmxHttpRequest(HttpRequest):
 
 
 RATE_TEMPLATE = "rating/rate_item.html"
+FORMS_REGION = "rating-forms"  # the element (and partial) a refused form is put back into
 
 
 def _assignment(evaluation: Evaluation, item_id: int, user) -> Assignment:
@@ -65,9 +67,18 @@ def rate_next(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     evaluation = get_evaluation_for(request.user, slug, pk, role=ANNOTATOR)
     assignment = services.next_assignment(evaluation=evaluation, user=request.user)
     if assignment is None:
-        messages.success(request, f"Nothing left for you to rate in “{evaluation.name}”. Thank you!")
+        messages.success(request, nothing_left(evaluation, request.user))
         return redirect("annotator_home")
     return redirect("rate_item", slug=slug, pk=pk, item_id=assignment.item_id)
+
+
+def nothing_left(evaluation: Evaluation, user) -> str:
+    """What the person is told when the queue has nothing more for them, with their true counts."""
+    (progress,) = services.annotator_progress(user=user, evaluation=evaluation)
+    text = f"Nothing left for you to rate in “{evaluation.name}” now: you rated {progress.done}"
+    if progress.skipped:
+        text += f" and set aside {progress.skipped} (reopen them from History)"
+    return text + ". Thank you!"
 
 
 @require_GET
@@ -75,7 +86,10 @@ def rate_next(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 def rate_item(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -> HttpResponse:
     evaluation = get_evaluation_for(request.user, slug, pk, role=ANNOTATOR)
     assignment = _assignment(evaluation, item_id, request.user)
-    context = pages.rating_context(evaluation=evaluation, assignment=assignment)
+    # ?stage=rest opens the other rubrics of an item whose comparison is already made (revising).
+    context = pages.rating_context(
+        evaluation=evaluation, assignment=assignment, stage=request.GET.get("stage")
+    )
     return render(request, RATE_TEMPLATE + ("#panel" if request.htmx else ""), context)
 
 
@@ -88,7 +102,7 @@ def _after_rating(
         return redirect("rate_next", slug=evaluation.project.slug, pk=evaluation.pk)
     assignment = services.next_assignment(evaluation=evaluation, user=request.user)
     if assignment is None:
-        messages.success(request, f"{notice} Nothing left for you to rate in “{evaluation.name}”. Thank you!")
+        messages.success(request, f"{notice} {nothing_left(evaluation, request.user)}")
         return HttpResponseClientRedirect(reverse("annotator_home"))
     context = pages.rating_context(
         evaluation=evaluation, assignment=assignment, notice=notice, versions=versions
@@ -100,7 +114,15 @@ def _after_rating(
 
 
 def _refused(request: HtmxHttpRequest, context: dict, status: int) -> HttpResponse:
-    return render(request, RATE_TEMPLATE + ("#panel" if request.htmx else ""), context, status=status)
+    """The page again with the problems; for htmx only the forms, put back in place of the old ones.
+
+    The dialog, header and scroll position stay; rating.js swaps this 4xx answer in and focuses
+    the first unanswered rubric.
+    """
+    if not request.htmx:
+        return render(request, RATE_TEMPLATE, context, status=status)
+    response = render(request, f"{RATE_TEMPLATE}#{FORMS_REGION}", context, status=status)
+    return reswap(retarget(response, f"#{FORMS_REGION}"), "outerHTML")
 
 
 def _unsaved_assignment(evaluation: Evaluation, item: Item, user) -> Assignment:
@@ -125,10 +147,14 @@ def _not_yours(request: HtmxHttpRequest, evaluation: Evaluation, item_id: int) -
         ]
     )
     context = pages.rating_context(
-        evaluation=evaluation, assignment=unsaved, typed=pages.typed_values(request.POST), errors=errors
+        evaluation=evaluation,
+        assignment=unsaved,
+        typed=pages.typed_values(request.POST),
+        errors=errors,
+        stage=request.POST.get("stage") or pages.REST,
     )
     context["not_yours"] = True
-    return render(request, RATE_TEMPLATE + ("#panel" if request.htmx else ""), context, status=403)
+    return _refused(request, context, status=403)
 
 
 @require_POST
@@ -139,13 +165,35 @@ def rate_submit(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -> H
     if assignment is None:
         return _not_yours(request, evaluation, item_id)
     versions = services.evaluation_versions(evaluation)
-    answers, errors = services.read_answers(versions=versions, data=request.POST)
     typed = pages.typed_values(request.POST)
+    comparing = request.POST.get("stage") == pages.COMPARE
+    answers, errors = services.read_answers(
+        versions=versions, data=request.POST, left_side=assignment.left_side
+    )
+    if comparing:  # the first of two stages: only the comparison is checked before the other rubrics
+        pairwise = {str(version.pk) for version in versions if version.kind == Rubric.Kind.PAIRWISE}
+        errors.fields = {
+            key: text for key, text in errors.fields.items() if key.partition("-")[2] in pairwise
+        }
     if errors:
         context = pages.rating_context(
-            evaluation=evaluation, assignment=assignment, typed=typed, errors=errors, versions=versions
+            evaluation=evaluation,
+            assignment=assignment,
+            typed=typed,
+            shown_at=request.POST.get("shown_at"),
+            errors=errors,
+            stage=_stage_of(errors, versions),
         )
         return _refused(request, context, status=400)
+    if comparing:
+        context = pages.rating_context(
+            evaluation=evaluation,
+            assignment=assignment,
+            typed=typed,
+            shown_at=request.POST.get("shown_at"),
+            stage=pages.REST,
+        )
+        return render(request, RATE_TEMPLATE + ("#panel" if request.htmx else ""), context)
     was_done = assignment.status == Assignment.Status.DONE
     try:
         result = services.submit_ratings(
@@ -158,7 +206,12 @@ def rate_submit(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -> H
     except services.RatingRefused as refusal:
         errors = services.AnswerErrors(general=[refusal.message])
         context = pages.rating_context(
-            evaluation=evaluation, assignment=assignment, typed=typed, errors=errors, versions=versions
+            evaluation=evaluation,
+            assignment=assignment,
+            typed=typed,
+            shown_at=request.POST.get("shown_at"),
+            errors=errors,
+            stage=pages.REST,
         )
         return _refused(request, context, status=409)
     if was_done:
@@ -171,6 +224,31 @@ def rate_submit(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -> H
         history = reverse("rate_history", args=[slug, pk])
         return HttpResponseClientRedirect(history) if request.htmx else redirect(history)
     return _after_rating(request, evaluation, f"Saved {assignment.item.external_id}.", versions=versions)
+
+
+def _stage_of(errors: services.AnswerErrors, versions) -> str:
+    """The stage that shows the fields in error: the comparison when a pairwise field is wrong."""
+    pairwise = {str(version.pk) for version in versions if version.kind == Rubric.Kind.PAIRWISE}
+    return pages.COMPARE if any(key.partition("-")[2] in pairwise for key in errors.fields) else pages.REST
+
+
+@require_POST
+@login_required
+def rate_undo(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -> HttpResponse:
+    """Take back the last submit: its answers come back in the form, unsaved, for the person to change."""
+    evaluation = get_evaluation_for(request.user, slug, pk, role=ANNOTATOR)
+    try:
+        assignment, typed = revisit.undo_submit(evaluation=evaluation, item_id=item_id, user=request.user)
+    except services.RatingRefused as refusal:
+        messages.error(request, refusal.message)
+        history = reverse("rate_history", args=[slug, pk])
+        return HttpResponseClientRedirect(history) if request.htmx else redirect(history)
+    notice = (
+        f"Undone: your answers to {assignment.item.external_id} are back in the form; submit to save them."
+    )
+    context = pages.rating_context(evaluation=evaluation, assignment=assignment, typed=typed, notice=notice)
+    response = render(request, RATE_TEMPLATE + ("#panel" if request.htmx else ""), context)
+    return push_url(response, reverse("rate_item", args=[slug, pk, item_id])) if request.htmx else response
 
 
 @require_POST
@@ -198,6 +276,7 @@ def rate_set_aside(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -
                 fields={"reason": refusal.message} if refusal.field else {},
                 general=[] if refusal.field else [refusal.message],
             ),
+            stage=request.POST.get("stage") or pages.REST,
         )
         return _refused(request, context, status=400)
     what = "Flagged" if flag else "Skipped"
@@ -307,6 +386,7 @@ def csrf_failure(request: HtmxHttpRequest, reason: str = "") -> HttpResponse:
                 assignment=assignment,
                 typed=pages.typed_values(request.POST),
                 errors=errors,
+                stage=request.POST.get("stage") or pages.REST,
             )
-            return render(request, RATE_TEMPLATE + ("#panel" if request.htmx else ""), context, status=403)
+            return _refused(request, context, status=403)
     return csrf_views.csrf_failure(request, reason=reason)

@@ -5,6 +5,7 @@ import re
 from django import forms
 
 from .models import RubricVersion
+from .source import DERIVED_FIELDS
 
 MAX_RUBRIC_BYTES = 1024 * 1024
 
@@ -23,8 +24,13 @@ def scale_text(scale: list[dict]) -> str:
 
 
 class RubricVersionForm(forms.Form):
-    """The text of a version. Saving always makes a new version (see rubrics.services.edit_rubric)."""
+    """The text of a version. Saving always makes a new version (see rubrics.services.edit_rubric).
 
+    With `read_from_text` (the version's text carries its criterion, steps and scale), the form offers
+    the text alone: the human form is read from it, so there is one place to edit each word.
+    """
+
+    name = forms.CharField(max_length=200, help_text="The rubric's name in lists (not part of the prompt).")
     criterion = forms.CharField(max_length=300)
     description = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
     instructions = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), required=False)
@@ -47,11 +53,31 @@ class RubricVersionForm(forms.Form):
     output_format = forms.ChoiceField(choices=RubricVersion.OutputFormat.choices)
     explanation_required = forms.BooleanField(required=False)
 
+    def __init__(self, *args, read_from_text: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.read_from_text = read_from_text
+        if read_from_text:
+            for name in DERIVED_FIELDS:
+                del self.fields[name]
+            template = self.fields["prompt_template"]
+            template.label = "Rubric text"
+            template.help_text = (
+                "The prompt the judge reads. The criterion, evaluation steps and scale people see are read "
+                "from this text, so edit them here. " + str(template.help_text)
+            )
+        else:
+            self.fields["prompt_template"].help_text = (
+                "Put {criterion}, {description}, {instructions}, {steps} and {scale} where the judge "
+                "should read the fields above (each text people see must reach the prompt). "
+                + str(self.fields["prompt_template"].help_text)
+            )
+
     @classmethod
     def initial_from(cls, version: RubricVersion | None) -> dict:
         if version is None:
             return {}
         return {
+            "name": version.rubric.name,
             "criterion": version.criterion, "description": version.description,
             "instructions": version.instructions, "steps": steps_text(version.steps),
             "scale": scale_text(version.scale), "prompt_template": version.prompt_template,
@@ -120,6 +146,10 @@ class RubricImportForm(forms.Form):
                 raise forms.ValidationError(f"{upload.name}: not UTF-8 text (byte {error.start}).") from None
             cleaned["filename"] = upload.name
         elif text.strip():
+            if len(text.encode("utf-8")) > MAX_RUBRIC_BYTES:
+                raise forms.ValidationError(
+                    f"The pasted text is larger than the {MAX_RUBRIC_BYTES // 1024} KB a rubric may have."
+                )
             cleaned["source"], cleaned["filename"] = normalise_newlines(text), None
         else:
             raise forms.ValidationError(

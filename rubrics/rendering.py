@@ -24,7 +24,12 @@ Variables (`item_variables`)
     the text exactly as stored (a text with line breaks keeps them). Turn lines are joined with a
     single ``\\n`` and nothing is appended after the last one. A list of no turns is ``""``.
 
-Templates without a placeholder
+Rubric variables
+    ``criterion``, ``description``, ``instructions``, ``steps`` and ``scale`` are the version's own
+    fields (the texts of the human form), so a prompt can be rendered from what people read
+    (rubrics.source). They win over metadata keys of the same name.
+
+Templates without a placeholder (rubric variables aside)
     Seed 003 has none: its text ends with "Your Turn:" after two worked examples. Such a template
     gets the item appended in the format of those examples (see `append_item`)::
 
@@ -60,6 +65,15 @@ BUILTIN_VARIABLES: dict[str, str] = {
     "baseline": "the text of the baseline response (alias)",
     "sentence": "the rated response as one SPEAKER: text line",
 }
+# The rubric's own fields, so a prompt can be rendered from the same texts people see (rubrics.source).
+RUBRIC_VARIABLES: dict[str, str] = {
+    "criterion": "the rubric's criterion",
+    "description": "the rubric's description of the criterion",
+    "instructions": "the rubric's instructions",
+    "steps": "the evaluation steps, one numbered line each",
+    "scale": "the scale, one line per option: value (label): description",
+}
+BUILTIN_VARIABLES.update(RUBRIC_VARIABLES)
 BASELINE_VARIABLES = {"baseline", "baseline_model_response"}
 METADATA_PREFIX = "metadata."
 
@@ -82,6 +96,33 @@ class ItemLike(Protocol):
 class VersionLike(Protocol):
     prompt_template: str
     target: str
+
+
+def scale_lines(scale: list[dict[str, Any]]) -> str:
+    lines = []
+    for option in scale:
+        value, label = str(option.get("value", "")), str(option.get("label", "") or "")
+        head = value if label in ("", value) else f"{value} ({label})"
+        description = str(option.get("description", "") or "")
+        lines.append(f"{head}: {description}" if description else head)
+    return "\n".join(lines)
+
+
+def rubric_variables(fields: Any) -> dict[str, str]:
+    """The rubric variables from a version or a mapping of its fields (missing fields are empty)."""
+
+    def get(name: str, default: Any) -> Any:
+        value = fields.get(name, default) if isinstance(fields, dict) else getattr(fields, name, default)
+        return default if value is None else value
+
+    steps = [str(step) for step in get("steps", [])]
+    return {
+        "criterion": str(get("criterion", "")),
+        "description": str(get("description", "")),
+        "instructions": str(get("instructions", "")),
+        "steps": "\n".join(f"{n}. {step}" for n, step in enumerate(steps, start=1)),
+        "scale": scale_lines(list(get("scale", []))),
+    }
 
 
 def turn_line(turn: dict[str, Any]) -> str:
@@ -179,9 +220,10 @@ def render_prompt(version: VersionLike, item: ItemLike, *, swapped: bool = False
     """The exact prompt for `item` under `version` (a RubricVersion or anything with its fields)."""
     template = version.prompt_template
     variables = item_variables(item, swapped=swapped)
-    if not placeholders(template):
+    variables.update(rubric_variables(version))  # the rubric's own texts win over a metadata key
+    if not any(name.lower() not in RUBRIC_VARIABLES for name, _, _ in placeholders(template)):
         if version.target == "pairwise" and "baseline" not in variables:
             raise RenderError(f"item {item.external_id} has no baseline to compare the response with")
-        return append_item(template, variables, target=version.target)
+        return append_item(substitute(template, variables), variables, target=version.target)
     _check_baseline(template, item, variables)
     return substitute(template, variables)

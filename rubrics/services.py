@@ -28,6 +28,7 @@ from .parsing import (
     scale_problems,
     unique_names,
 )
+from .source import DERIVED_FIELDS, is_read_from_text, one_source, read_from_text, unread_texts
 
 VERSION_FIELDS = (
     "criterion", "description", "instructions", "steps", "scale", "prompt_template", "target",
@@ -80,7 +81,7 @@ def version_problems(
         problems.append(f"output format: must be one of {', '.join(OUTPUT_FORMATS)}")
     if kind == "pairwise" and fields.get("target") != "pairwise":
         problems.append("target: a pairwise rubric compares two responses (target pairwise)")
-    return problems
+    return problems + unread_texts(fields)
 
 
 def _fields_of(version: RubricVersion | None) -> dict[str, Any]:
@@ -91,10 +92,12 @@ def _same_text(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return all(a.get(name) == b.get(name) for name in VERSION_FIELDS if name != "notes")
 
 
-def new_version(rubric: Rubric, **changes: Any) -> RubricVersion:
-    """A new version of `rubric`: the latest version's fields with `changes` applied.
+def new_version(rubric: Rubric, *, start_from: RubricVersion | None = None, **changes: Any) -> RubricVersion:
+    """A new version of `rubric`: the latest version's (or `start_from`'s) fields with `changes` applied.
 
-    Raises ValidationError naming each problem (the database is unchanged then).
+    The human-form fields are read from the text when it carries them (rubrics.source); a change to
+    one of them that the text does not say is refused. Notes belong to one version: they never carry
+    over unless given. Raises ValidationError naming each problem (the database is unchanged then).
     """
     unknown = set(changes) - set(VERSION_FIELDS)
     if unknown:
@@ -102,41 +105,80 @@ def new_version(rubric: Rubric, **changes: Any) -> RubricVersion:
     with transaction.atomic():
         Rubric.objects.select_for_update().filter(pk=rubric.pk).first()  # numbers stay gap-free and unique
         latest = rubric.latest_version()
-        fields = {**_fields_of(latest), **changes}
-        declared = set(unique_names(latest.prompt_template)) if latest else set()
+        fields = {**_fields_of(start_from or latest), "notes": "", **changes}
+        fields = one_source(kind=rubric.kind, fields=fields, name=rubric.name)
+        base = start_from or latest
+        declared = set(unique_names(base.prompt_template)) if base else set()
         problems = version_problems(
             kind=rubric.kind, fields=fields, project=rubric.project, declared=declared
         )
+        problems += [
+            f"{key}: read from the prompt text; change it there so people and the judge read the same words"
+            for key in DERIVED_FIELDS
+            if key in changes and changes[key] != fields[key]
+        ]
+        template = fields.get("prompt_template", "")
+        lost = read_from_text(kind=rubric.kind, template=template, name=rubric.name) is None
+        if problems and latest and lost and is_read_from_text(latest):
+            problems.insert(0, TEXT_LOST_SCALE)
         if problems:
             raise ValidationError(problems)
         number = latest.number + 1 if latest else 1
         return RubricVersion.objects.create(rubric=rubric, number=number, **fields)
 
 
-def edit_rubric(*, rubric: Rubric, project: Project, changes: dict[str, Any]) -> RubricVersion:
-    """Save an edit made from `project`'s pages as a new version.
+TEXT_LOST_SCALE = (
+    "The text no longer has a scale Concord can read, so the rating form would not follow it: keep lines "
+    "like 'Rating 1 (Label): ...', '- 1 (Label): ...', '1 point: ...' or '\"A\": ...'."
+)
+
+
+def _rename(*, rubric: Rubric, project: Project, name: str) -> None:
+    """Give a project's rubric a new name (unique in the project), or refuse saying why."""
+    name = name.strip()
+    if not name or name == rubric.name:
+        return
+    if len(name) > 200:
+        raise ValidationError("name: at most 200 characters.")
+    taken = Rubric.objects.filter(project=project, name__iexact=name).exclude(pk=rubric.pk).first()
+    if taken:
+        raise ValidationError(f"name: this project already has a rubric named {taken.name}.")
+    Rubric.objects.filter(pk=rubric.pk).update(name=name)
+    rubric.name = name
+
+
+def edit_rubric(
+    *, rubric: Rubric, project: Project, changes: dict[str, Any], name: str = ""
+) -> RubricVersion:
+    """Save an edit made from `project`'s pages as a new version (and a new `name`, when given).
 
     A built-in rubric is shared by every project, so editing it makes a project-owned copy
-    (same name, `copied_from` the built-in version) instead of changing it for everyone.
+    (`copied_from` the built-in version, named `name` or the built-in's name) instead of changing
+    it for everyone.
     """
     if rubric.project_id not in (None, project.pk):
         raise ValidationError("This rubric belongs to another project.")
     latest = rubric.latest_version()
-    if latest and _same_text(_fields_of(latest), {**_fields_of(latest), **changes}):
+    renamed = bool(name.strip()) and name.strip() != rubric.name
+    if latest and not renamed and _same_text(_fields_of(latest), {**_fields_of(latest), **changes}):
         raise ValidationError(f"Nothing changed: version {latest.number} already says exactly this.")
-    if not rubric.is_builtin:
-        return new_version(rubric, **changes)
     with transaction.atomic():
-        existing = Rubric.objects.filter(project=project, name__iexact=rubric.name).first()
+        if not rubric.is_builtin:
+            _rename(rubric=rubric, project=project, name=name)
+            if latest and _same_text(_fields_of(latest), {**_fields_of(latest), **changes}):
+                return latest  # only the name changed: no new version
+            return new_version(rubric, **changes)
+        copy_name = name.strip() or rubric.name
+        existing = Rubric.objects.filter(project=project, name__iexact=copy_name).first()
         if existing:
             raise ValidationError(
-                f"This project already has its own copy of {rubric.name}; "
-                f"edit that copy (rubric {existing.pk})."
+                f"This project already has a rubric named {existing.name}; "
+                f"edit that one (rubric {existing.pk}) or give the copy another name."
             )
-        copy = Rubric.objects.create(project=project, name=rubric.name, kind=rubric.kind, copied_from=latest)
+        copy = Rubric.objects.create(project=project, name=copy_name, kind=rubric.kind, copied_from=latest)
+        # The built-in's own notes (its seed file, repairs) describe the built-in, not this copy.
         note = f"Project copy of the built-in rubric {rubric.name}@{latest.number if latest else 1}."
-        notes = changes.get("notes", latest.notes if latest else "")
-        return new_version(copy, **{**_fields_of(latest), **changes, "notes": f"{note}\n{notes}".strip()})
+        return new_version(copy, start_from=latest, **{**changes, "notes": note})
 
 
 def find_rubric(*, name: str, project: Project | None) -> Rubric | None:
@@ -170,6 +212,9 @@ def import_rubric(
     if parsed.kind not in KINDS:
         raise RubricParseError([f"kind: must be one of {', '.join(KINDS)}"])
     fields = parsed.version_fields()
+    unread = unread_texts(fields)
+    if unread:
+        raise RubricParseError(unread)
     with transaction.atomic():
         rubric = (
             Rubric.objects.select_for_update().filter(project=project, name__iexact=parsed.name).first()

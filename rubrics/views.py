@@ -8,13 +8,14 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.db.models import Count, Q
+from django.db.models import Count, Exists, OuterRef, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.middleware import HtmxDetails
 
+from evaluations.models import Rating
 from projects.access import RESEARCHER, get_project_for
 from projects.models import Project
 
@@ -24,6 +25,7 @@ from .parsing import RubricParseError
 from .rendering import BUILTIN_VARIABLES, RenderError, render_prompt
 from .samples import SAMPLE_ITEM
 from .services import edit_rubric, import_rubric, mojibake_warnings
+from .source import is_read_from_text, version_diff
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -103,9 +105,25 @@ def build_preview(project: Project, version: RubricVersion, params) -> Preview:
     return preview
 
 
+def previous_version(rubric: Rubric, version: RubricVersion) -> RubricVersion | None:
+    """The version `version` was made from: the one before it, or for a project copy's first, the built-in."""
+    if version.number > 1:
+        return rubric.versions.filter(number=version.number - 1).first()
+    return rubric.copied_from
+
+
 def detail_context(project: Project, rubric: Rubric, version: RubricVersion, params) -> dict:
-    versions = rubric.versions.annotate(rating_count=Count("ratings")).order_by("-number")
+    # This project's ratings only: a built-in's use in other projects is not this project's business.
+    # Whether a version is frozen (rated anywhere) is shown, since it decides what an edit does.
+    versions = rubric.versions.annotate(
+        rating_count=Count("ratings", filter=Q(ratings__evaluation__project=project)),
+        used=Exists(Rating.objects.filter(rubric_version=OuterRef("pk"))),
+    ).order_by("-number")
+    previous = previous_version(rubric, version)
     return {
+        "previous": previous,
+        "diff": version_diff(previous, version) if previous else [],
+        "read_from_text": is_read_from_text(version),
         "project": project,
         "rubric": rubric,
         "version": version,
@@ -150,10 +168,16 @@ def rubric_edit(request: HtmxHttpRequest, slug: str, pk: int) -> HttpResponse:
     project = get_project_for(request.user, slug, role=RESEARCHER)
     rubric = rubric_for(project, pk)
     latest = rubric.latest_version()
-    form = RubricVersionForm(request.POST or None, initial=RubricVersionForm.initial_from(latest))
+    form = RubricVersionForm(
+        request.POST or None,
+        initial=RubricVersionForm.initial_from(latest),
+        read_from_text=latest is not None and is_read_from_text(latest),
+    )
     if request.method == "POST" and form.is_valid():
+        changes = dict(form.cleaned_data)
+        name = changes.pop("name")
         try:
-            version = edit_rubric(rubric=rubric, project=project, changes=form.cleaned_data)
+            version = edit_rubric(rubric=rubric, project=project, changes=changes, name=name)
         except ValidationError as error:
             for message in error.messages:
                 form.add_error(None, message)
@@ -162,6 +186,8 @@ def rubric_edit(request: HtmxHttpRequest, slug: str, pk: int) -> HttpResponse:
                 messages.success(
                     request, f"Saved as {version}, this project's own copy of the built-in rubric."
                 )
+            elif latest and version.pk == latest.pk:
+                messages.success(request, f"Renamed to {version.rubric.name}; the text is unchanged.")
             else:
                 messages.success(request, f"Saved as version {version.number}.")
             return redirect("rubric_detail", project.slug, version.rubric_id)

@@ -1,45 +1,100 @@
 // Keyboard rating. Digits pick a value in the highlighted ("active") rubric form and move on to the
 // next one; a / s / b pick A / SAME / B of the pairwise rubric (then the explanation box gets the
-// focus); Enter submits; Esc leaves a text box for the next rubric. The page works without this file.
+// focus); Enter submits; Esc leaves a text box for the next rubric; k goes to the skip reason;
+// u undoes the last submit. On a phone only the active rubric is open, the others show their
+// choice in one line. The page works without this file.
 (function () {
   "use strict";
+
+  var PHONE = window.matchMedia("(max-width: 700px)");
 
   function ratingForm() { return document.getElementById("rating-form"); }
   function rubricForms(form) { return Array.from(form.querySelectorAll("fieldset.rubric-form")); }
   function isAnswered(fieldset) { return fieldset.querySelector("input[type=radio]:checked") !== null; }
   function activeForm(form) { return form.querySelector("fieldset.rubric-form.active") || rubricForms(form)[0]; }
+  function firstUnanswered(form) { return rubricForms(form).find(function (each) { return !isAnswered(each); }); }
 
-  function setActive(form, fieldset) {
+  function bringIntoView(fieldset) {
+    // Below the sticky header; only on a phone, or when the rubric is out of sight on a desktop.
+    var top = fieldset.getBoundingClientRect().top;
+    var header = document.querySelector(".topbar");
+    var offset = header ? header.getBoundingClientRect().height + 8 : 8;
+    if (PHONE.matches || top < offset || top > window.innerHeight - 80) {
+      window.scrollBy({ top: top - offset, behavior: "instant" });
+    }
+  }
+
+  function setActive(form, fieldset, scroll) {
     rubricForms(form).forEach(function (each) { each.classList.toggle("active", each === fieldset); });
-    if (fieldset) { fieldset.scrollIntoView({ block: "nearest" }); }
+    if (fieldset && scroll) { bringIntoView(fieldset); }
+  }
+
+  function showChoice(fieldset) {
+    var checked = fieldset.querySelector("input[type=radio]:checked");
+    var chosen = fieldset.querySelector(".chosen");
+    if (chosen) { chosen.textContent = checked ? checked.dataset.label : ""; }
+  }
+
+  function focusProblem(form) {
+    // After a refused submit: the first rubric in error, its empty explanation if that is what is missing.
+    var wrong = form.querySelector("fieldset.rubric-form.has-error") || firstUnanswered(form);
+    if (!wrong) { return; }
+    setActive(form, wrong, true);
+    var explanation = wrong.querySelector("textarea");
+    if (isAnswered(wrong) && explanation && !explanation.value.trim()) {
+      explanation.focus({ preventScroll: true });
+    } else {
+      wrong.focus({ preventScroll: true });
+    }
   }
 
   function init() {
     var form = ratingForm();
     if (!form || form.dataset.keysReady) { return; }
     form.dataset.keysReady = "1";
+    form.classList.toggle("one-at-a-time", PHONE.matches);
     var forms = rubricForms(form);
-    setActive(form, forms.find(function (each) { return !isAnswered(each); }) || forms[0]);
     forms.forEach(function (fieldset) {
-      fieldset.addEventListener("focusin", function () { setActive(form, fieldset); });
-      fieldset.addEventListener("click", function () { setActive(form, fieldset); });
+      showChoice(fieldset);
+      fieldset.addEventListener("focusin", function () { setActive(form, fieldset, false); });
+      fieldset.addEventListener("click", function (event) {
+        if (!fieldset.classList.contains("active")) {
+          setActive(form, fieldset, PHONE.matches);
+          if (event.target.tagName === "LEGEND" || event.target.closest("legend")) { event.preventDefault(); }
+        }
+      });
+      fieldset.addEventListener("change", function (event) {
+        if (event.target.type !== "radio") { return; }
+        showChoice(fieldset);
+        var explanation = fieldset.querySelector("textarea");
+        if (PHONE.matches && !(explanation && explanation.required && !explanation.value.trim())) {
+          moveOn(form, fieldset);
+        }
+      });
     });
+    if (form.querySelector("fieldset.rubric-form.has-error")) {
+      focusProblem(form);
+    } else {
+      // Never scroll on arrival: the page opens at its top, dialog first.
+      setActive(form, firstUnanswered(form) || forms[0], false);
+    }
   }
 
   function moveOn(form, fieldset) {
     var forms = rubricForms(form);
-    var next = forms[forms.indexOf(fieldset) + 1];
-    setActive(form, next || fieldset);
+    var after = forms.slice(forms.indexOf(fieldset) + 1);
+    var next = after.find(function (each) { return !isAnswered(each); }) || after[0];
+    setActive(form, next || fieldset, true);
   }
 
   function pick(form, fieldset, key) {
     var input = fieldset.querySelector('input[type=radio][data-key="' + key + '"]');
     if (!input) { return false; }
     input.checked = true;
-    input.dispatchEvent(new Event("change", { bubbles: true }));
+    showChoice(fieldset);
     var explanation = fieldset.querySelector("textarea");
     if (explanation && explanation.required && !explanation.value.trim()) {
-      setActive(form, fieldset);
+      setActive(form, fieldset, true);
       explanation.focus();
     } else {
       moveOn(form, fieldset);
@@ -79,25 +134,42 @@
       var target = active && active.dataset.kind === "pairwise" ? active
         : form.querySelector('fieldset.rubric-form[data-kind="pairwise"]');
       if (target && pick(form, target, key)) { event.preventDefault(); }
+    } else if (key === "k") {
+      // No id on the box: htmx would put the focus back into the next item's box after a skip.
+      var reason = document.querySelector("#set-aside input[name=reason]");
+      if (reason) {
+        event.preventDefault();
+        reason.scrollIntoView({ block: "center" });
+        reason.focus();
+      }
+    } else if (key === "u") {
+      var undo = document.getElementById("undo-button");
+      if (undo) { event.preventDefault(); undo.click(); }
     } else if (event.key === "Enter" && !(focused && (focused.tagName === "BUTTON" || focused.tagName === "A"))) {
+      // The server checks the answers; a refusal comes back as the form alone (see below), with
+      // the focus on the first rubric left unanswered, never in an explanation box.
       event.preventDefault();
       form.requestSubmit();
     }
   });
 
-  // Refusals (bad input, reservation taken, stale CSRF token) come back as 400/403/409 with the form:
-  // show them in place. Anything else that fails keeps the page, and what was typed, as it is.
+  // Refusals (bad input, reservation taken, stale CSRF token) come back as 400/403/409 with the
+  // forms alone, retargeted at #rating-forms: swap them in, keeping the dialog and the header.
+  // Anything else that fails keeps the page, and what was typed, as it is.
   document.addEventListener("htmx:beforeSwap", function (event) {
     var status = event.detail.xhr.status;
-    if (event.detail.target.id === "rating-panel" && event.detail.xhr.responseURL.indexOf("/login/") !== -1) {
+    var target = event.detail.target;
+    var inRating = target && (target.id === "rating-panel" || target.id === "rating-forms");
+    if (inRating && event.detail.xhr.responseURL.indexOf("/login/") !== -1) {
       // Logged out meanwhile: keep the form and what was typed rather than swapping in the login page.
       event.detail.shouldSwap = false;
       showProblem("Not saved: you are logged out. Your answers are still in the form; log in in another tab, " +
         "then submit again.");
       return;
     }
-    var isPanel = event.detail.xhr.responseText.indexOf('id="rating-panel"') !== -1;
-    if ((status === 400 || status === 403 || status === 409) && isPanel && event.detail.target.id === "rating-panel") {
+    var text = event.detail.xhr.responseText;
+    var isRegion = text.indexOf('id="' + (target && target.id) + '"') !== -1;
+    if ((status === 400 || status === 403 || status === 409) && inRating && isRegion) {
       event.detail.shouldSwap = true;
       event.detail.isError = false;
     }

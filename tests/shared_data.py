@@ -42,11 +42,15 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+# ../shared/data beside the checkout; CONCORD_SHARED_DATA points elsewhere (e.g. from a git worktree).
+SHARED_DATA = Path(
+    os.environ.get("CONCORD_SHARED_DATA") or Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+)
 PANDALM_DIR = SHARED_DATA / "pandalm-testset"
 USR_DIR = SHARED_DATA / "usr-personachat"
 
@@ -177,11 +181,14 @@ def pandalm_rubric_spec() -> dict:
             {"value": "SAME", "label": "SAME", "description": "Both responses are equally good or bad."},
             {"value": "B", "label": "B", "description": "Response B is better."},
         ],
+        # The rubric placeholders render the fields above, so people and the judge read the same words.
         "prompt_template": (
+            "{criterion}: {description}\n{instructions}\n\n"
             "Compare two responses to the instruction below for correctness, conciseness and how well they "
             "follow the instruction.\n\n[Instruction]\n{prompt}\n\n"
             "[Response A]\n{baseline_model_response}\n\n"
-            "[Response B]\n{response}\n\nAnswer with pairwise_choice (A, SAME or B) and an explanation."
+            "[Response B]\n{response}\n\n{scale}\n\n"
+            "Answer with pairwise_choice (A, SAME or B) and an explanation."
         ),
         "target": "pairwise",
         "output_format": "pairwise_json",
@@ -252,7 +259,8 @@ def usr_rubric_specs() -> list[dict]:
                 "instructions": f"Rate the last response on a scale from {values[0]} to {values[-1]}.",
                 "scale": usr_scale(criterion),
                 "prompt_template": (
-                    f"{_USR_DESCRIPTIONS[criterion]}\n\nPersona of the responder:\n{{metadata.fact}}\n\n"
+                    "{criterion}: {description}\n{instructions}\n{scale}\n\n"
+                    "Persona of the responder:\n{metadata.fact}\n\n"
                     "Dialog:\n{dialog}\n\n"
                     f"Rate the last response from {values[0]} to {values[-1]}. Score:"
                 ),

@@ -59,13 +59,14 @@ def log_in(page, live_server, next_url):
 
 
 def rate_current_item_with_keys(page, *, sentence: str, empathy: str, choice: str, repetition: str):
-    """Forms are in rubric-name order: context fit, empathy, multi-turn quality (pairwise), repetitiveness."""
+    """Step 1: the comparison alone; step 2: the other rubrics by name (context fit, empathy, repetition)."""
     item_before = page.get_attribute("#rating-panel", "data-item")
-    page.keyboard.press(sentence)
-    page.keyboard.press(empathy)
     page.keyboard.press(choice)  # focus goes to the required explanation
     page.keyboard.type("The left one asks a caring question.")
-    page.keyboard.press("Escape")  # leaves the box for the next rubric
+    page.keyboard.press("Enter")  # Enter in the explanation moves on to step 2
+    page.wait_for_selector("#rating-panel[data-stage='rest']")
+    page.keyboard.press(sentence)
+    page.keyboard.press(empathy)
     page.keyboard.press(repetition)
     page.keyboard.press("Enter")
     page.wait_for_function(
@@ -95,20 +96,27 @@ def test_annotator_rates_and_revises_with_the_keyboard_only(browser_page, live_s
 
     first = rate_current_item_with_keys(page, sentence="3", empathy="4", choice="a", repetition="2")
     assert "Saved c-0." in page.inner_text("#rating-panel")
-    # The second item: forgetting the required explanation stops the submit in the browser, which
-    # puts the focus in the empty box; nothing is sent and the picks stay.
+    # The second item: forgetting the required explanation comes back from the server as the form
+    # alone, with the focus in the empty box; nothing is saved and the pick stays.
     second = int(page.get_attribute("#rating-panel", "data-item"))
-    for key in ("5", "1", "s", "Escape", "5", "Enter"):
-        page.keyboard.press(key)
+    page.keyboard.press("s")
+    page.keyboard.press("Escape")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("fieldset.rubric-form.has-error")
     page.wait_for_function("document.activeElement && document.activeElement.tagName === 'TEXTAREA'")
-    assert page.locator("input[type=radio]:checked").count() == 4
+    assert page.locator("input[type=radio]:checked").count() == 1
     assert not Rating.objects.filter(item_id=second).exists()
     page.keyboard.type("The left one asks a caring question.")
     page.keyboard.press("Enter")
+    page.wait_for_selector("#rating-panel[data-stage='rest']")
+    for key in ("5", "1", "5", "Enter"):
+        page.keyboard.press(key)
     page.wait_for_selector(f"#rating-panel:not([data-item='{second}'])")
 
-    # Revise the first item from its page: the first form is active, 1 replaces 3, Enter saves.
+    # Revise the first item from its page: the comparison again (Enter keeps it), then 1 replaces 3.
     page.goto(f"{live_server.url}/p/{slug}/evaluations/{evaluation.pk}/rate/{first}/")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#rating-panel[data-stage='rest']")
     page.keyboard.press("1")
     page.keyboard.press("Enter")
     page.wait_for_url("**/rate/history/")
@@ -116,17 +124,17 @@ def test_annotator_rates_and_revises_with_the_keyboard_only(browser_page, live_s
 
     # Logged out in another tab: the submit is not saved, says so, and the picks stay on the page.
     page.goto(f"{live_server.url}/p/{slug}/evaluations/{evaluation.pk}/rate/")
-    for key in ("2", "2", "b"):
-        page.keyboard.press(key)
+    page.keyboard.press("b")
     page.keyboard.type("Right is better.")
-    page.keyboard.press("Escape")
-    page.keyboard.press("2")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#rating-panel[data-stage='rest']")
+    for key in ("2", "2", "2"):
+        page.keyboard.press(key)
     page.context.clear_cookies()
     page.keyboard.press("Enter")
     page.wait_for_selector(".client-error")
     assert page.inner_text(".client-error").startswith("Not saved: your session")
-    assert page.locator("input[type=radio]:checked").count() == 4
-    assert page.input_value("textarea") == "Right is better."
+    assert page.locator("input[type=radio]:checked").count() == 3
 
     assert dialogs == [] and page.evaluate("window.__owned") is None
     ratings = Rating.objects.filter(evaluation=evaluation, rater__user=annotator).select_related(

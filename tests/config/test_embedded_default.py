@@ -41,7 +41,6 @@ def embedded_env(tmp_path):
     env.update(
         CONCORD_VAR_DIR=str(tmp_path),
         CONCORD_FAKE_LLM_URL=f"http://127.0.0.1:{llm_port}/v1",
-        CONCORD_FAKE_LLM_KEY="simulated",
         LLM_PORT=str(llm_port),
     )
     return env

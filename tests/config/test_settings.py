@@ -39,6 +39,11 @@ def boot(tmp_path: Path, *command: str, **env: str) -> subprocess.CompletedProce
         ("LLM_MAX_ATTEMPTS", "-3"),
         ("CONCORD_MAX_UPLOAD_BYTES", "big"),
         ("REDIS_URL", "localhost:6379"),
+        ("CONCORD_PROJECT_CREATORS", "admins"),
+        ("CONCORD_JUDGE_CREDENTIALS", "OPENAI_API_KEY,not a name"),
+        ("CONCORD_JUDGE_CREDENTIALS", "OPENAI_API_KEY,SECRET_KEY"),
+        ("CONCORD_ENCRYPTION_KEY", "too-short"),
+        ("CONCORD_JUDGE_ALLOW_PRIVATE", "perhaps"),
     ],
 )
 def test_malformed_variable_stops_start_up_naming_it(tmp_path, name, value):
@@ -85,3 +90,11 @@ def test_an_sqlite_url_without_a_file_stops_start_up(tmp_path):
     result = boot(tmp_path, DATABASE_URL="sqlite://:memory:")
     assert result.returncode != 0
     assert "DATABASE_URL must name an SQLite file" in result.stderr
+
+
+def test_a_malformed_encryption_key_is_named_by_position_never_repeated(tmp_path):
+    good = "A" * 43 + "="
+    result = boot(tmp_path, CONCORD_ENCRYPTION_KEY=f"{good},sk-this-is-not-a-fernet-key")
+    assert result.returncode != 0
+    assert "CONCORD_ENCRYPTION_KEY: key 2 is not a Fernet key" in result.stderr
+    assert "sk-this-is-not-a-fernet-key" not in result.stderr

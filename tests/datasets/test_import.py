@@ -43,7 +43,7 @@ def test_jsonl_imports_every_item_in_order(project, researcher, tmp_path):
 
 def test_json_array_is_read_item_by_item_with_line_numbers(project, tmp_path):
     objects = [dialog(n) for n in range(3)]
-    objects[2]["turns"][0]["text"] = ""
+    objects[2]["turns"][0]["text"] = None
     path = tmp_path / "d.json"
     path.write_text("[\n" + ",\n".join(json.dumps(obj, indent=1) for obj in objects) + "\n]\n")
     result = refused(project, path)

@@ -66,7 +66,7 @@ def test_every_problem_of_an_object_is_reported_with_line_and_field():
     record, errors = check_item_object(
         {
             "turns": [
-                {"speaker": "USER", "text": ""},
+                {"speaker": "USER", "text": None},
                 "plain string",
                 {"who": "x"},
                 {"speaker": "BOT", "text": 5},

@@ -25,9 +25,9 @@ def test_pairwise_rubric_without_baseline_is_refused_naming_items_and_count(proj
 def test_partly_missing_baselines_are_counted(project):
     dataset = factories.make_dataset(project, items=5)
     Item.objects.filter(external_id__in=["d-1", "d-3"]).update(baseline=None)
-    Item.objects.filter(external_id="d-4").update(baseline={"speaker": "BOT", "text": "  "})
+    Item.objects.filter(external_id="d-4").update(baseline={"speaker": "BOT", "text": "  "})  # empty answer
     version = factories.make_rubric(project=project, kind="pairwise")
-    with pytest.raises(ValidationError, match=r"3 of 5 items lack it \(first: d-1, d-3, d-4\)"):
+    with pytest.raises(ValidationError, match=r"2 of 5 items lack it \(first: d-1, d-3\)"):
         create_evaluation(project=project, dataset=dataset, rubric_versions=[version], name="E")
 
 
@@ -48,10 +48,12 @@ def test_template_naming_a_metadata_key_needs_it_on_every_item(project):
     ]
 
 
-def test_empty_response_is_refused_for_every_rubric(project):
+def test_empty_response_is_an_answer_but_a_missing_one_is_refused(project):
     dataset = factories.make_dataset(project, items=2)
     Item.objects.filter(external_id="d-1").update(response={"speaker": "BOT", "text": ""})
     version = factories.make_rubric(project=project, template="{sentence}")
+    create_evaluation(project=project, dataset=dataset, rubric_versions=[version], name="Empty is fine")
+    Item.objects.filter(external_id="d-1").update(response={"speaker": "BOT"})
     with pytest.raises(ValidationError, match="needs a response on every item: 1 of 2 items lack it"):
         create_evaluation(project=project, dataset=dataset, rubric_versions=[version], name="E")
 

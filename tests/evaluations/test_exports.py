@@ -3,12 +3,12 @@
 import csv
 import io
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from django.core.management import call_command
 
-from evaluations import exports
+from evaluations import exports, safe_csv
 from evaluations.models import Rater, Rating
 from evaluations.ratings_import import import_ratings
 from tests import factories
@@ -53,12 +53,13 @@ def test_long_export_has_one_row_per_rating_in_item_rubric_rater_order(rated):
         ("d-0", "Quality", "bob", "5"),
     ]
     first = rows[0]
-    assert (first["rubric_version"], first["rater_kind"], first["side_shown"], first["parse_failed"]) == (
+    assert (first["rubric_version"], first["rater_kind"], first["left_was"], first["parse_failed"]) == (
         "1",
         "human",
         "response",
         "false",
     )
+    assert first["created"].endswith("Z") and "T" in first["created"]
     assert (
         datetime.fromisoformat(first["created"]) == Rating.objects.get(rater__name="ann", value="A").created
     )
@@ -83,16 +84,66 @@ def test_postgres_copy_and_the_orm_path_write_the_same_table(rated):
     assert read_csv(exports.long_csv_copy(rated)) == read_csv(exports.long_csv(rated))
 
 
-def test_timestamps_print_like_postgresql_in_utc():
+def test_timestamps_are_iso_8601_utc_with_z():
     moment = datetime(2026, 11, 21, 7, 9, 7, 500000, tzinfo=UTC)
-    assert exports.timestamp_text(moment) == "2026-11-21 07:09:07.5+00"
-    assert exports.timestamp_text(moment.replace(microsecond=0)) == "2026-11-21 07:09:07+00"
+    assert exports.timestamp_text(moment) == "2026-11-21T07:09:07.500000Z"
+    berlin = moment.astimezone(timezone(timedelta(hours=1)))
+    assert exports.timestamp_text(berlin) == "2026-11-21T07:09:07.500000Z"
+    assert exports.timestamp_text(moment.replace(microsecond=0)) == "2026-11-21T07:09:07.000000Z"
+
+
+@pytest.mark.postgres(reason="compares with COPY ... TO STDOUT, PostgreSQL's faster long export")
+def test_copy_and_orm_paths_write_the_same_timestamps_and_pairwise_columns(rated):
+    copied, plain = read_csv(exports.long_csv_copy(rated)), read_csv(exports.long_csv(rated))
+    assert [(r["created"], r["updated"]) for r in copied] == [(r["created"], r["updated"]) for r in plain]
+    rating = Rating.objects.get(rater__name="ann", value="A")
+    row = next(r for r in copied if (r["rater"], r["value"]) == ("ann", "A"))
+    assert row["created"] == rating.created.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def test_long_export_puts_value_as_shown_and_left_was_beside_the_explanation(rated):
+    rows = read_csv(exports.stream(rated, "long"))
+    assert exports.LONG_COLUMNS[5:9] == ["value", "value_as_shown", "left_was", "explanation"]
+    pairwise = {(r["item_id"], r["rater"]): (r["value"], r["value_as_shown"], r["left_was"]) for r in rows
+                if r["rubric"] == "Pref"}  # fmt: skip
+    assert pairwise[("d-0", "ann")] == ("A", "B", "response")  # saw the response on the left
+    assert pairwise[("d-0", "bob")] == ("B", "B", "baseline")
+    assert pairwise[("d-1", "ann")] == ("SAME", "SAME", "")
+    likert = next(r for r in rows if r["rubric"] == "Quality")
+    assert likert["value_as_shown"] == likert["value"] and likert["left_was"] == ""
+    records = [json.loads(line) for line in b"".join(exports.stream(rated, "jsonl")).decode().splitlines()]
+    ann = next(r for r in records if (r["item_id"], r["rubric"], r["rater"]) == ("d-0", "Pref", "ann"))
+    assert (ann["value"], ann["value_as_shown"], ann["left_was"]) == ("A", "B", "response")
+
+
+def test_wide_export_can_carry_the_item_texts(rated):
+    item = rated.dataset.items.get(external_id="d-1")
+    item.baseline = {"speaker": "BOT", "text": "=SUM(A1) baseline"}
+    item.save()
+    rows = read_csv(exports.stream(rated, "wide", item_texts=True))
+    assert list(rows[0])[:4] == ["item_id", "context", "response", "baseline"]
+    row = next(r for r in rows if r["item_id"] == "d-1")
+    assert row["context"] == "\n".join(f"{t['speaker']}: {t['text']}" for t in item.context)
+    assert (row["response"], row["baseline"]) == (item.response["text"], "'=SUM(A1) baseline")
+    rated.dataset.items.filter(external_id="d-2").update(baseline=None)
+    rows = read_csv(exports.stream(rated, "wide", item_texts=True))
+    assert next(r for r in rows if r["item_id"] == "d-2")["baseline"] == ""
+    assert "context" not in read_csv(exports.stream(rated, "wide"))[0]
+
+
+@pytest.mark.parametrize("layout", ["long", "wide"])
+def test_excel_download_starts_with_a_utf8_byte_order_mark(rated, layout):
+    Rater.objects.filter(name="bob").update(name="Björn")
+    data = b"".join(exports.stream(rated, layout, excel=True))
+    assert data.startswith(b"\xef\xbb\xbf") and not data.startswith(b"\xef\xbb\xbf\xef\xbb\xbf")
+    assert "Björn" in data.decode("utf-8-sig")
+    assert not b"".join(exports.stream(rated, layout)).startswith(b"\xef\xbb\xbf")
 
 
 def test_neutralise_and_restore_are_inverse():
     for text in ["=1+1", "'=1+1", "''@x", "plain", "'quoted'", "", "'", "-", "\tx", "\r"]:
-        assert exports.restore(exports.neutralise(text)) == text
-    assert exports.neutralise("+49 30") == "'+49 30"
+        assert safe_csv.restore(safe_csv.neutralise(text)) == text
+    assert safe_csv.neutralise("+49 30") == "'+49 30"
 
 
 def test_wide_export_has_a_column_per_rater_and_the_human_summary(rated):
@@ -157,7 +208,7 @@ def test_long_export_round_trips_into_a_fresh_evaluation(rated, tmp_path, layout
     )
     result = import_ratings(evaluation=fresh, path=path)
     assert result.created == 12
-    assert result.ignored_columns == ["created", "updated"]
+    assert result.ignored_columns == ["created", "updated", "value_as_shown"]
     assert _ratings(fresh) == _ratings(rated)
 
 

@@ -2,8 +2,9 @@
 
 import pytest
 
+from judges import services
 from judges.fake_llm import FakeConfig, FakeLLM
-from judges.models import Judge
+from judges.models import Judge, JudgeRun
 
 TEST_KEY_ENV = "CONCORD_TEST_JUDGE_KEY"
 
@@ -17,8 +18,11 @@ def fake_llm():
 
 
 @pytest.fixture(autouse=True)
-def judge_key(monkeypatch):
+def judge_key(monkeypatch, settings):
+    """TEST_KEY_ENV is a server credential the operator declared (in this process and for workers)."""
     monkeypatch.setenv(TEST_KEY_ENV, "test-key")
+    monkeypatch.setenv("CONCORD_JUDGE_CREDENTIALS", TEST_KEY_ENV)
+    settings.CONCORD_JUDGE_CREDENTIALS = [TEST_KEY_ENV]
 
 
 @pytest.fixture(autouse=True)
@@ -40,3 +44,31 @@ def make_judge(project, server, *, name="fake judge", model="fake-judge", **fiel
         "request_timeout": 2,
     }
     return Judge.objects.create(project=project, name=name, model=model, **{**defaults, **fields})
+
+
+def run_to_end(judge, evaluation, version) -> JudgeRun:
+    """Launch a run and work its first lane here until no call is left."""
+    run = services.launch_run(judge=judge, evaluation=evaluation, rubric_version=version)
+    services.work_lane(run_id=run.pk, lane=0)
+    run.refresh_from_db()
+    return run
+
+
+def judge_form_data(**fields) -> dict:
+    """What the new-judge form posts: no key, the endpoint's temperature, one sample; `fields` override."""
+    data = {
+        "name": "gpt judge",
+        "base_url": "https://api.example.test/v1",
+        "model": "gpt-4o-mini",
+        "credential": "none",
+        "temperature": "0",
+        "max_tokens": "64",
+        "samples": "1",
+        "requests_per_minute": "0",
+        "tokens_per_minute": "0",
+        "concurrency": "1",
+        "price_input_per_million": "0",
+        "price_output_per_million": "0",
+        "request_timeout": "5",
+    }
+    return {**data, **fields}

@@ -6,7 +6,8 @@ import pytest
 from django.utils import timezone
 
 from judges import db, services
-from judges.calls import LaneContext, claim_next_call, release_claim
+from judges.calls import LaneContext
+from judges.claims import claim_next_call, release_claim
 from judges.models import JudgeCall
 from tests.judges.conftest import make_judge
 from tests.judges.test_runs import setup_evaluation

@@ -4,10 +4,11 @@ import pytest
 
 from evaluations.models import Rating
 from judges import services
-from judges.calls import LaneContext, claim_next_call, finish_call
+from judges.calls import LaneContext, finish_call
+from judges.claims import claim_next_call
 from judges.models import CachedReply, JudgeCall, JudgeRun
 from tests import factories
-from tests.judges.conftest import make_judge
+from tests.judges.conftest import make_judge, run_to_end
 
 PAIRWISE_TEMPLATE = (
     "Compare. Reply with JSON with pairwise_choice and explanation.\n{history}\n{prompt}\n"
@@ -21,13 +22,6 @@ def setup_evaluation(project, *, kind="likert", items=4, template=None):
     dataset = factories.make_dataset(project, items=items)
     evaluation = factories.make_evaluation(project, dataset, [version])
     return version, evaluation
-
-
-def run_to_end(judge, evaluation, version) -> JudgeRun:
-    run = services.launch_run(judge=judge, evaluation=evaluation, rubric_version=version)
-    services.work_lane(run_id=run.pk, lane=0)
-    run.refresh_from_db()
-    return run
 
 
 def test_likert_run_stores_one_rating_per_item_with_raw_output_tokens_and_attempts(project, fake_llm):
@@ -72,14 +66,15 @@ def test_logprob_scoring_stores_weighted_mean_and_argmax(project, fake_llm):
     assert services.run_progress(run).logprobs_missing == 0
 
 
-def test_logprob_run_says_so_when_the_endpoint_returns_none(project, fake_llm):
+def test_logprob_run_stops_with_the_reason_when_the_endpoint_returns_none(project, fake_llm):
+    """Never a quiet switch of scoring method: no logprobs back means the run stops, no rating stored."""
     version, evaluation = setup_evaluation(project, items=2)
     judge = make_judge(project, fake_llm, logprobs=True, model="fake-judge?logprobs=0")
     run = run_to_end(judge, evaluation, version)
-    assert services.run_progress(run).logprobs_missing == 2
-    for rating in Rating.objects.filter(rater=run.rater):
-        assert rating.details["samples"][0]["logprobs"] == "the endpoint returned no logprobs"
-        assert rating.value in {"1", "2", "3", "4", "5"}
+    assert run.status == JudgeRun.Status.FAILED
+    assert "sent no logprobs" in run.error and "logprob scoring" in run.error
+    assert run.calls.exclude(status=JudgeCall.Status.PENDING).count() == 1
+    assert not Rating.objects.filter(rater=run.rater).exists()
 
 
 def test_pairwise_with_position_swap_judges_both_orders_and_reports_consistency(project, fake_llm):

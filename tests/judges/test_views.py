@@ -7,7 +7,7 @@ from django.urls import reverse
 from judges import services
 from judges.models import Judge, JudgeCall, JudgeRun
 from tests import factories
-from tests.judges.conftest import TEST_KEY_ENV, make_judge
+from tests.judges.conftest import TEST_KEY_ENV, judge_form_data, make_judge
 
 
 @pytest.fixture
@@ -50,52 +50,23 @@ def test_simulated_judges_are_labelled_in_the_list(researcher_client, project, j
     assert "fake judge" in page and "simulated" in page
 
 
-def test_creating_a_judge_stores_the_variable_name_not_a_key(researcher_client, project):
-    response = researcher_client.post(
-        reverse("judge_create", args=[project.slug]),
-        {
-            "name": "gpt judge",
-            "base_url": "https://api.example.test/v1",
-            "model": "gpt-4o-mini",
-            "api_key_env": "MY_OPENAI_KEY",
-            "temperature": "0",
-            "max_tokens": "64",
-            "samples": "1",
-            "requests_per_minute": "500",
-            "tokens_per_minute": "0",
-            "concurrency": "8",
-            "price_input_per_million": "0.15",
-            "price_output_per_million": "0.6",
-            "request_timeout": "30",
-            "cache_enabled": "on",
-        },
+def test_creating_a_judge_with_a_server_credential_stores_its_name_not_a_key(researcher_client, project):
+    form = judge_form_data(
+        credential=f"env:{TEST_KEY_ENV}", requests_per_minute="500", cache_enabled="on", request_timeout="30"
     )
+    response = researcher_client.post(reverse("judge_create", args=[project.slug]), form)
     judge = Judge.objects.get(name="gpt judge")
     assert response.status_code == 302
-    assert judge.api_key_env == "MY_OPENAI_KEY" and not judge.is_simulated
+    assert judge.api_key_env == TEST_KEY_ENV and not judge.api_key_encrypted and not judge.is_simulated
 
 
-def test_a_key_pasted_as_the_variable_name_is_refused_and_nothing_saved(researcher_client, project):
-    response = researcher_client.post(
-        reverse("judge_create", args=[project.slug]),
-        {
-            "name": "oops",
-            "base_url": "https://api.example.test/v1",
-            "model": "m",
-            "api_key_env": "sk-abc-123",
-            "temperature": "0",
-            "max_tokens": "64",
-            "samples": "1",
-            "requests_per_minute": "0",
-            "tokens_per_minute": "0",
-            "concurrency": "1",
-            "price_input_per_million": "0",
-            "price_output_per_million": "0",
-            "request_timeout": "30",
-        },
-    )
+def test_a_key_given_as_the_credential_is_refused_naming_the_setting(researcher_client, project):
+    form = judge_form_data(name="oops", credential="sk-abc-123")
+    response = researcher_client.post(reverse("judge_create", args=[project.slug]), form)
     assert response.status_code == 200
-    assert "not the key itself" in response.content.decode()
+    page = response.content.decode()
+    assert "That is not a server credential" in page and "CONCORD_JUDGE_CREDENTIALS" in page
+    assert "sk-abc-123" not in page
     assert not Judge.objects.filter(name="oops").exists()
 
 
@@ -122,7 +93,9 @@ def test_test_connection_shows_the_reply_and_marks_the_fake_server_simulated(
 def test_test_connection_shows_the_error_for_an_unknown_model(researcher_client, project, fake_llm):
     judge = make_judge(project, fake_llm, model="gpt-unknown")
     response = researcher_client.post(reverse("judge_test_connection", args=[project.slug, judge.pk]))
-    assert "model or endpoint not found (404)" in response.content.decode()
+    assert "the endpoint has no model &#x27;gpt-unknown&#x27; (it lists: fake-judge, fake-gpt)" in (
+        response.content.decode()
+    )
 
 
 def test_run_create_shows_calls_tokens_and_cost_before_launch(
@@ -326,3 +299,13 @@ def test_evaluation_page_shows_the_judge_runs_section(researcher_client, project
     ).content.decode()
     assert 'id="evaluation_judge_runs"' in page
     assert reverse("judge_run_detail", args=[project.slug, run.pk]) in page
+
+
+def test_a_form_error_never_renders_the_pasted_key_back(researcher_client, project, judge, settings):
+    from cryptography.fernet import Fernet
+
+    settings.CONCORD_ENCRYPTION_KEY = [Fernet.generate_key().decode()]
+    form = judge_form_data(name=judge.name, credential="pasted", api_key="sk-typed-once-1234567890")
+    response = researcher_client.post(reverse("judge_create", args=[project.slug]), form)
+    page = response.content.decode()
+    assert "already has a judge named" in page and "sk-typed-once-1234567890" not in page

@@ -83,6 +83,7 @@ def own_redis(django_db_setup):
     patcher.setenv("CELERY_BROKER_URL", OWN_REDIS_URL)  # the worker's environment
     patcher.setenv("REDIS_URL", OWN_REDIS_URL)
     patcher.setenv(TEST_KEY_ENV, "test-key")
+    patcher.setenv("CONCORD_JUDGE_CREDENTIALS", TEST_KEY_ENV)
     patcher.setenv("JUDGE_STALE_SECONDS", "2")  # a starting worker takes over runs silent for 2 s
     server = start_own_redis()
     _use_broker(app, OWN_REDIS_URL)

@@ -63,14 +63,23 @@ def test_anonymous_user_is_sent_to_login(client, project):
 
 
 @pytest.mark.django_db
-def test_any_user_can_create_a_project_and_becomes_its_researcher(outsider_client, outsider):
+@pytest.mark.parametrize("creators", ["staff", "everyone"])
+def test_allowed_creator_creates_a_project_and_becomes_its_researcher(
+    outsider_client, outsider, settings, creators
+):
+    settings.CONCORD_PROJECT_CREATORS = creators
+    if creators == "staff":
+        outsider.is_staff = True
+        outsider.save(update_fields=["is_staff"])
+    assert "New project" in outsider_client.get("/").content.decode()
     response = outsider_client.post("/projects/new/", {"name": "Empathy study", "description": ""})
     assert response.status_code == 302
     assert get_project_for(outsider, "empathy-study", role="researcher").name == "Empathy study"
 
 
 @pytest.mark.django_db
-def test_project_name_taken_is_refused_with_the_reason(outsider_client, project):
+def test_project_name_taken_is_refused_with_the_reason(outsider_client, project, settings):
+    settings.CONCORD_PROJECT_CREATORS = "everyone"
     response = outsider_client.post("/projects/new/", {"name": project.name})
     assert response.status_code == 200
     assert "exists already" in response.content.decode()

@@ -160,6 +160,8 @@ def test_annotator_sees_no_one_elses_ratings_on_any_page(annotator_client, rated
 
 def test_the_rating_page_shows_only_the_annotators_own_answer(annotator_client, rated_evaluation):
     slug, pk, item = rated_evaluation["slug"], rated_evaluation["evaluation"], rated_evaluation["item"]
-    page = annotator_client.get(f"/p/{slug}/evaluations/{pk}/rate/{item}/").content.decode()
+    page = annotator_client.get(f"/p/{slug}/evaluations/{pk}/rate/{item}/?stage=rest").content.decode()
     assert 'value="4" data-key="4" checked' in page
     assert not any(secret in page for secret in SECRETS)
+    comparison = annotator_client.get(f"/p/{slug}/evaluations/{pk}/rate/{item}/").content.decode()
+    assert not any(secret in comparison for secret in SECRETS)

@@ -19,20 +19,30 @@ def test_labels_get_their_position_as_key_up_to_nine():
     assert keys == ["1", "2", "3", "4", "5", "6", "7", "8", "9", "", ""]
 
 
-def test_pairwise_left_button_stores_whichever_response_is_on_the_left():
+def test_pairwise_buttons_send_the_letters_shown_and_answers_store_them_canonically():
     scale = [{"value": v, "label": v, "description": f"{v} wins"} for v in ("A", "SAME", "B")]
-    baseline_left = pairwise_options(version_with(scale), "baseline")
-    response_left = pairwise_options(version_with(scale), "response")
-    assert [(o.key, o.value, o.description) for o in baseline_left] == [
-        ("a", "A", "A wins"),
-        ("s", "SAME", "SAME wins"),
-        ("b", "B", "B wins"),
+    version = version_with(scale)
+    assert [(o.key, o.value, o.label, o.description) for o in pairwise_options(version)] == [
+        ("a", "A", "A (left)", "A wins"),
+        ("s", "SAME", "SAME", "SAME wins"),
+        ("b", "B", "B (right)", "B wins"),
     ]
-    assert [(o.key, o.value, o.description) for o in response_left] == [
-        ("a", "B", "A wins"),
-        ("s", "SAME", "SAME wins"),
-        ("b", "A", "B wins"),
-    ]
+
+
+def test_a_left_pick_is_the_baseline_or_the_response_depending_on_the_side_shown():
+    from rating.services import read_answers
+    from rubrics.models import Rubric
+
+    version = version_with([{"value": v, "label": v} for v in ("A", "SAME", "B")])
+    version.pk, version.rubric = 7, Rubric(name="Which is better", kind="pairwise")
+    for shown, left_side, stored in [
+        ("A", "baseline", "A"),
+        ("A", "response", "B"),
+        ("B", "response", "A"),
+        ("SAME", "response", "SAME"),
+    ]:
+        answers, errors = read_answers(versions=[version], data={"rubric-7": shown}, left_side=left_side)
+        assert not errors and answers[7].value == stored
 
 
 def test_time_spent_is_kept_only_when_plausible():

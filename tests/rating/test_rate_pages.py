@@ -41,22 +41,34 @@ def test_home_shows_each_evaluation_with_progress(annotator_client, evaluation):
     assert response.status_code == 200
     page = response.content.decode()
     assert evaluation.name in page
-    assert "0 done · your share 4 · 4 items in all" in page
+    assert "0 rated · your share 4 · 4 items in all" in page
+    assert "Start rating" in page
     assert url("rate_next", evaluation) in page
 
 
-def test_next_item_shows_dialog_scale_and_keys(annotator_client, evaluation, likert, pairwise):
+def test_next_item_asks_for_the_comparison_first_then_the_other_rubrics(
+    annotator_client, evaluation, likert, pairwise
+):
     assignment = reserve(annotator_client, evaluation)
     response = annotator_client.get(url("rate_item", evaluation, assignment.item_id))
     page = response.content.decode()
     assert response.status_code == 200
     assert "Hello number 0, how are you?" in page
-    assert 'class="turn bot target"' in page
+    assert 'class="turn bot target"' not in page and 'data-card="A"' in page and 'data-card="B"' in page
+    assert "<kbd>a</kbd>" in page and "<kbd>s</kbd>" in page
+    assert page.count('type="radio"') == 3 and 'name="stage" value="compare"' in page
+    assert "(required; A and B as you see them)" in page  # the pairwise explanation
+    rest = annotator_client.post(
+        url("rate_submit", evaluation, assignment.item_id),
+        {f"rubric-{pairwise.pk}": "B", f"explanation-{pairwise.pk}": "B asks back.", "stage": "compare"},
+    )
+    page = rest.content.decode()
+    assert rest.status_code == 200 and not Rating.objects.exists()
+    assert 'class="turn bot target"' in page and 'data-card="A"' not in page
     for option in likert.scale:
         assert option["label"] in page and option["description"] in page
-    assert "<kbd>1</kbd>" in page and "<kbd>a</kbd>" in page and "<kbd>s</kbd>" in page
-    assert page.count('type="radio"') == 8
-    assert "(required)" in page  # the pairwise explanation
+    assert "<kbd>1</kbd>" in page and page.count('type="radio"') == 5
+    assert f'type="hidden" name="rubric-{pairwise.pk}" value="B"' in page and "B asks back." in page
 
 
 def test_submit_saves_every_rubric_then_moves_on(annotator_client, evaluation, likert, pairwise, annotator):
@@ -70,6 +82,9 @@ def test_submit_saves_every_rubric_then_moves_on(annotator_client, evaluation, l
     seconds_spent = ratings[likert.pk].seconds_spent
     assert seconds_spent is not None and 11 <= seconds_spent <= 30
     assert ratings[pairwise.pk].side_shown == assignment.left_side
+    assert ratings[pairwise.pk].value == (
+        "A" if assignment.left_side == "baseline" else "B"
+    )  # picked A (left)
     assignment.refresh_from_db()
     assert assignment.status == "done" and assignment.finished is not None
 
@@ -89,19 +104,26 @@ def test_htmx_submit_returns_the_next_item_in_place(annotator_client, evaluation
     assert response["HX-Push-Url"] == url("rate_item", evaluation, following.item_id)
 
 
+@pytest.mark.parametrize("left_side", ["baseline", "response"])
 def test_pairwise_choice_is_stored_canonically_whatever_side_was_shown(
-    annotator_client, evaluation, likert, pairwise, annotator
+    annotator_client, evaluation, likert, pairwise, annotator, left_side
 ):
     assignment = reserve(annotator_client, evaluation)
+    Assignment.objects.filter(pk=assignment.pk).update(left_side=left_side)
     page = annotator_client.get(url("rate_item", evaluation, assignment.item_id)).content.decode()
-    # The radio under the left-hand "A" carries the canonical value of whatever is on the left.
-    left_value = "A" if assignment.left_side == "baseline" else "B"
-    assert f'value="{left_value}" data-key="a"' in page
+    # The radio under the left card sends "A" whichever response is there: the page does not tell.
+    assert 'value="A" data-key="a"' in page and 'value="B" data-key="b"' in page
+    item = assignment.item
+    left, right = (
+        (item.baseline, item.response) if left_side == "baseline" else (item.response, item.baseline)
+    )
+    assert page.index(left["text"]) < page.index(right["text"])
+    assert "baseline" not in page.lower() and 'data-role="response"' not in page
     annotator_client.post(
-        url("rate_submit", evaluation, assignment.item_id), answers(likert, pairwise, choice=left_value)
+        url("rate_submit", evaluation, assignment.item_id), answers(likert, pairwise, choice="A")
     )
     rating = Rating.objects.get(rater__user=annotator, rubric_version=pairwise)
-    assert (rating.value, rating.side_shown) == (left_value, assignment.left_side)
+    assert (rating.value, rating.side_shown) == ("A" if left_side == "baseline" else "B", left_side)
 
 
 def test_double_submit_and_replay_never_duplicate(annotator_client, evaluation, likert, pairwise, annotator):
@@ -136,8 +158,17 @@ def test_revising_from_history_keeps_every_earlier_value(
     )
     history = annotator_client.get(url("rate_history", evaluation)).content.decode()
     assert "d-0" in history and url("rate_item", evaluation, assignment.item_id) in history
-    form = annotator_client.get(url("rate_item", evaluation, assignment.item_id)).content.decode()
+    form = annotator_client.get(
+        url(
+            "rate_item",
+            evaluation,
+            assignment.item_id,
+        )
+        + "?stage=rest"
+    ).content.decode()
     assert 'value="2" data-key="2" checked' in form and "Save revision" in form
+    comparison = annotator_client.get(url("rate_item", evaluation, assignment.item_id)).content.decode()
+    assert 'value="A" data-key="a" checked' in comparison
     for value in ("3", "5"):
         response = annotator_client.post(
             url("rate_submit", evaluation, assignment.item_id), answers(likert, pairwise, value=value)
@@ -197,7 +228,7 @@ def test_rating_an_item_not_reserved_for_you_is_refused(
     page = response.content.decode()
     assert response.status_code == 403
     assert "This item is not reserved for you or assigned to you, so nothing was saved." in page
-    assert "A is kinder." in page and 'value="4" data-key="4" checked' in page
+    assert "A is kinder." in page and 'value="4" data-key="4" checked' in page  # the other rubrics' stage
     assert not Rating.objects.exists() and not Assignment.objects.filter(item=other_item).exists()
 
 

@@ -16,7 +16,8 @@ HTMX = {"HTTP_HX_REQUEST": "true"}
 
 @pytest.fixture
 def own_version(project):
-    return factories.make_rubric(project=project, name="Warmth", template="Warmth of {response} on {topic}")
+    template = "{criterion} of {response} on {topic}\n{scale}"
+    return factories.make_rubric(project=project, name="Warmth", template=template)
 
 
 def url(name: str, project, rubric=None) -> str:
@@ -151,13 +152,21 @@ def test_edit_form_round_trips_a_seed_exactly(researcher_client, builtins, proje
 
 def test_editing_a_builtin_in_the_browser_makes_this_projects_copy(researcher_client, builtins, project):
     version = builtins["Multi-turn chat quality"]
-    data = form_data(version, description="Shorter.")
+    old = version.scale[1]["description"]
+    text = version.prompt_template.replace(old, "Both are equally good or equally bad.")
+    data = form_data(version, prompt_template=text, name="Chat quality (ours)", description="Ignored.")
     response = researcher_client.post(url("rubric_edit", project, version.rubric), data, follow=True)
-    copy = Rubric.objects.get(project=project, name="Multi-turn chat quality")
-    assert "this project&#x27;s own copy of the built-in rubric" in response.content.decode()
-    assert copy.versions.latest("number").description == "Shorter."
-    assert copy.versions.latest("number").prompt_template == seed_text("002_dc84c7214cd8bb97.txt")
+    copy = Rubric.objects.get(project=project, name="Chat quality (ours)")
+    page = response.content.decode()
+    assert "this project&#x27;s own copy of the built-in rubric" in page
+    latest = copy.versions.latest("number")
+    assert latest.scale[1]["description"] == "Both are equally good or equally bad."
+    assert latest.description == version.description  # read from the text, not from a second copy
+    assert latest.prompt_template == text
+    assert 'class="diff-line removed">− ' in page and "equally good or equally bad" in page
     assert version.rubric.versions.count() == 1
+    listing = researcher_client.get(reverse("project_detail", args=[project.slug])).content.decode()
+    assert "Chat quality (ours)" in listing
 
 
 def test_edit_with_an_unknown_placeholder_is_refused_and_saves_nothing(
@@ -174,7 +183,8 @@ def test_edit_page_shows_the_latest_text_in_the_form(researcher_client, builtins
     page = researcher_client.get(
         url("rubric_edit", project, builtins["Repetitiveness"].rubric)
     ).content.decode()
-    assert "1 | Very Repetitive | The response is highly repetitive" in page
+    assert "Rating 1 (Very Repetitive): The response is highly repetitive" in page
+    assert 'name="scale"' not in page and 'name="criterion"' not in page  # one place to edit: the text
     assert "your edit becomes this project's own copy" in page
 
 
@@ -191,14 +201,14 @@ def test_import_uploaded_json_spec_with_mojibake_repair(researcher_client, proje
         "name": "Polite",
         "kind": "likert",
         "scale": [{"value": 1, "label": "Rude"}, {"value": 2}],
-        "prompt_template": "Isn’t it polite? {{Dialog}}".encode().decode("cp1252"),
+        "prompt_template": "Isn’t it polite? {scale} {{Dialog}}".encode().decode("cp1252"),
     }
     upload = SimpleUploadedFile("polite.json", json.dumps(spec).encode("utf-8"))
     response = researcher_client.post(
         url("rubric_import", project), {"file": upload, "repair_text": "on"}, follow=True
     )
     version = Rubric.objects.get(project=project, name="Polite").versions.latest("number")
-    assert version.prompt_template == "Isn’t it polite? {{Dialog}}"
+    assert version.prompt_template == "Isn’t it polite? {scale} {{Dialog}}"
     assert "Repaired mojibake at prompt_template line 1" in response.content.decode()
 
 

@@ -69,6 +69,7 @@ class Command(BaseCommand):
                 f"Imported {result.created} items into dataset {result.dataset.name!r} "
                 f"of project {project.slug} "
                 f"({result.format}, {result.encoding}; {result.repair_count} repairs; "
+                f"{result.empty_text_count} empty texts imported as empty turns; "
                 f"the dataset now has {result.dataset.item_count} items)."
             )
         )

@@ -29,6 +29,11 @@ class Command(BaseCommand):
             "--overlap", type=int, default=3, help="Human ratings each item needs (default 3)."
         )
         parser.add_argument("--order", choices=Evaluation.Order.values, default=Evaluation.Order.DATASET)
+        parser.add_argument(
+            "--exclude-lacking",
+            action="store_true",
+            help="Leave out items that lack what a rubric needs (e.g. a baseline) instead of refusing.",
+        )
 
     def handle(self, *args, **options):
         project = Project.objects.filter(slug=options["project"]).first()
@@ -46,6 +51,7 @@ class Command(BaseCommand):
                 name=options["name"],
                 overlap=options["overlap"],
                 order=options["order"],
+                exclude_lacking=options["exclude_lacking"],
             )
         except ValidationError as error:
             raise CommandError("Evaluation not created:\n  " + "\n  ".join(error.messages)) from None
@@ -53,3 +59,6 @@ class Command(BaseCommand):
             f"Created evaluation '{evaluation.name}' (id {evaluation.pk}) of '{dataset.name}' under "
             f"{', '.join(str(v) for v in versions)}, overlap {evaluation.overlap}."
         )
+        excluded = evaluation.exclusions.count()
+        if excluded:
+            self.stdout.write(f"Excluded {excluded} items that lack what a rubric needs.")

@@ -1,4 +1,4 @@
-"""python manage.py export_ratings --evaluation NAME --layout long|wide|jsonl -o FILE"""
+"""manage.py export_ratings --evaluation NAME --layout long|wide|jsonl [--item-text] [--excel] -o FILE"""
 
 import sys
 
@@ -19,13 +19,19 @@ class Command(BaseCommand):
             "--project", help="Project slug, when several projects use the evaluation's name."
         )
         parser.add_argument("--layout", choices=LAYOUTS, default="long")
+        parser.add_argument("--item-text", action="store_true", help="Wide layout: add the item texts.")
+        parser.add_argument(
+            "--excel", action="store_true", help="CSV: start with a UTF-8 byte order mark, for Excel."
+        )
         parser.add_argument(
             "-o", "--output", default="-", help="File to write; - (default) for standard output."
         )
 
     def handle(self, *args, **options):
         evaluation = find_evaluation(options["evaluation"], options["project"])
-        chunks = stream(evaluation, options["layout"])
+        chunks = stream(
+            evaluation, options["layout"], item_texts=options["item_text"], excel=options["excel"]
+        )
         written = 0
         if options["output"] == "-":
             for chunk in chunks:

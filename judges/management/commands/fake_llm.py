@@ -5,6 +5,7 @@ import contextlib
 from django.core.management.base import BaseCommand, CommandError
 
 from judges.fake_llm import FAULTS, FakeConfig, FakeLLM
+from judges.fake_profiles import PROFILE_NAMES
 
 
 class Command(BaseCommand):
@@ -38,6 +39,13 @@ class Command(BaseCommand):
         )
         parser.add_argument("--no-logprobs", action="store_true", help="Never return logprobs.")
         parser.add_argument("--api-key", default=None, help="Require this bearer key (401 otherwise).")
+        parser.add_argument(
+            "--profile",
+            default="any",
+            choices=PROFILE_NAMES,
+            help="Behave as this provider does (refusals, error bodies, ignored parameters); "
+            "default: accept everything.",
+        )
         parser.add_argument("--stop-after", type=float, default=None, help="Stop by itself after N seconds.")
 
     def handle(self, *args, **options):
@@ -54,10 +62,11 @@ class Command(BaseCommand):
             logprobs=not options["no_logprobs"],
             api_key=options["api_key"],
             retry_after=options["retry_after"],
+            profile=options["profile"],
         )
         server = FakeLLM(config, host=options["host"], port=options["port"])
         self.stdout.write(
-            f"Simulated model (fake-*) at http://{options['host']}:{options['port']}/v1 "
+            f"Simulated model (fake-*, profile {config.profile}) at {server.base_url} "
             f"latency {config.latency_ms:g} ms, faults {list(config.faults) or 'none'} at rate {fail_rate:g}"
         )
         self.stdout.flush()

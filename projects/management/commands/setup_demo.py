@@ -53,6 +53,10 @@ class Command(BaseCommand):
         if created:
             user.set_password(password)
             user.save(update_fields=["password"])
+        if role == Membership.Role.RESEARCHER and not user.is_staff:
+            # Staff may create projects (CONCORD_PROJECT_CREATORS=staff): the demo researcher can try it.
+            user.is_staff = True
+            user.save(update_fields=["is_staff"])
         Membership.objects.get_or_create(project=project, user=user, defaults={"role": role})
         return user
 
@@ -96,14 +100,16 @@ class Command(BaseCommand):
         """A simulated judge against the project's own test server, so judge runs work offline."""
         from judges.models import Judge
 
-        Judge.objects.get_or_create(
+        judge, _ = Judge.objects.get_or_create(
             project=project,
             name="Simulated judge",
             defaults={
                 "base_url": os.environ.get("CONCORD_FAKE_LLM_URL", "http://127.0.0.1:8765/v1"),
                 "model": "fake-judge-1",
-                "api_key_env": "CONCORD_FAKE_LLM_KEY",
                 "simulated": True,
                 "concurrency": 16,
             },
         )
+        # The simulated model needs no key; demos set up before server credentials named a variable.
+        if judge.api_key_env == "CONCORD_FAKE_LLM_KEY":
+            Judge.objects.filter(pk=judge.pk).update(api_key_env="")

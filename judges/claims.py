@@ -1,0 +1,153 @@
+"""Claiming a run's next judge call: one conditional UPDATE, so a redelivered task or a second lane never
+takes the same call twice. A claim that outlives its lease (its worker died) can be taken over."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.db import close_old_connections, connection
+from django.utils import timezone
+
+from datasets.models import Item
+
+from . import db
+from .models import JudgeCall
+
+if TYPE_CHECKING:
+    from .calls import LaneContext
+
+# Each thread holds its own database connection: keep this pool small (connections per worker
+# process = its pool threads + these + the finishers).
+CLAIMER_THREADS = 4
+
+_claimer = ThreadPoolExecutor(max_workers=CLAIMER_THREADS, thread_name_prefix="judge-claim")
+
+
+CLAIM_SQL = """
+WITH claimed AS (
+    UPDATE {calls} SET status = 'claimed', claim_token = %s, claimed_at = %s
+    WHERE id = (
+        SELECT id FROM {calls} WHERE run_id = %s AND status = %s {stale}
+        ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED
+    ) RETURNING id, item_id, sample, swapped, attempts
+)
+SELECT claimed.id, claimed.sample, claimed.swapped, claimed.attempts, item.id, item.external_id,
+       item.context::text, item.response::text, item.baseline::text, item.metadata::text
+FROM claimed JOIN {items} item ON item.id = claimed.item_id
+"""
+
+
+def claim_next_call(ctx: LaneContext) -> tuple[JudgeCall, uuid.UUID] | None:
+    """Take the next pending call (or one whose claim outlived its lease) for this lane.
+
+    The claim is one conditional UPDATE: on PostgreSQL a single statement with SKIP LOCKED that also
+    returns the item, so lanes never wait for each other; elsewhere a select then an update that checks
+    the row count.
+    """
+    stale = timezone.now() - timedelta(seconds=ctx.lease_seconds)
+    for status, stale_before in ((JudgeCall.Status.PENDING, None), (JudgeCall.Status.CLAIMED, stale)):
+        if db.claims_in_one_statement():
+            claimed = _claim_postgresql(ctx.run_id, status, stale_before)
+        else:
+            found = _claim_portable(ctx.run_id, status, stale_before)
+            claimed = found and (JudgeCall.objects.select_related("item").get(pk=found[0]), found[1])
+        if claimed:
+            return claimed
+    return None
+
+
+class ClaimAhead:
+    """Claims a lane's next call while its current request is in flight, so no lane waits for the
+    database between two requests. Inside a transaction (tests) it claims inline instead, since rows
+    made there are invisible to other connections."""
+
+    def __init__(self, ctx: LaneContext):
+        self.ctx = ctx
+        self.future: Future | None = None
+
+    def next(self) -> tuple[JudgeCall, uuid.UUID] | None:
+        if self.future is None:
+            return claim_next_call(self.ctx)
+        future, self.future = self.future, None
+        return future.result()
+
+    def prefetch(self) -> None:
+        if db.helper_threads_see_our_writes():
+            self.future = _claimer.submit(_claim_in_thread, self.ctx)
+
+    def release(self) -> None:
+        """Give back a claim taken ahead that the lane will not use."""
+        claimed = self.next() if self.future is not None else None
+        if claimed is not None:
+            release_claim(*claimed)
+
+
+def _claim_in_thread(ctx: LaneContext) -> tuple[JudgeCall, uuid.UUID] | None:
+    close_old_connections()
+    return claim_next_call(ctx)
+
+
+def release_claim(call: JudgeCall, token: uuid.UUID) -> None:
+    JudgeCall.objects.filter(pk=call.pk, status=JudgeCall.Status.CLAIMED, claim_token=token).update(
+        status=JudgeCall.Status.PENDING, claim_token=None
+    )
+
+
+def _claim_postgresql(run_id: int, status: str, stale_before) -> tuple[JudgeCall, uuid.UUID] | None:
+    token = uuid.uuid4()
+    sql = CLAIM_SQL.format(
+        calls=JudgeCall._meta.db_table,
+        items=Item._meta.db_table,
+        stale="AND claimed_at < %s" if stale_before else "",
+    )
+    params: list[Any] = [token, timezone.now(), run_id, status] + ([stale_before] if stale_before else [])
+    with connection.cursor() as cursor:  # one statement: atomic by itself
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    call_id, sample, swapped, attempts, item_id, external_id, *documents = row
+    context, response, baseline, metadata = (json.loads(text) if text else None for text in documents)
+    item = Item(
+        id=item_id,
+        external_id=external_id,
+        context=context or [],
+        response=response,
+        baseline=baseline,
+        metadata=metadata or {},
+    )
+    call = JudgeCall(
+        id=call_id,
+        run_id=run_id,
+        item=item,
+        sample=sample,
+        swapped=swapped,
+        attempts=attempts,
+        status=JudgeCall.Status.CLAIMED,
+        claim_token=token,
+    )
+    return call, token
+
+
+def _claim_portable(run_id: int, status: str, stale_before) -> tuple[int, uuid.UUID] | None:
+    extra = {"claimed_at__lt": stale_before} if stale_before else {}
+    for _ in range(5):
+        found = (
+            JudgeCall.objects.filter(run_id=run_id, status=status, **extra)
+            .order_by("id")
+            .values_list("pk", "claim_token")
+            .first()
+        )
+        if found is None:
+            return None
+        token = uuid.uuid4()
+        claimed = JudgeCall.objects.filter(pk=found[0], status=status, claim_token=found[1]).update(
+            status=JudgeCall.Status.CLAIMED, claim_token=token, claimed_at=timezone.now()
+        )
+        if claimed == 1:
+            return found[0], token
+    return None

@@ -1,0 +1,182 @@
+"""Which judge endpoints Concord may talk to, checked when a judge is saved and again at every connection.
+
+A judge's base URL comes from a researcher, and the server sends it prompts and an API key. Without these
+checks a base URL could reach the cloud metadata service (credentials of the machine itself), carry
+`user:password@`, or probe the lab's internal network. Rules:
+
+- only http and https, no user or password in the URL;
+- link-local addresses (169.254.0.0/16 with the metadata service, fe80::/10), metadata host names and
+  addresses, unspecified, multicast and reserved addresses: always refused;
+- loopback and private ranges (127.0.0.0/8, 10/8, 172.16/12, 192.168/16, fc00::/7, 100.64/10, ...): only
+  when the operator sets CONCORD_JUDGE_ALLOW_PRIVATE=true (vLLM or Ollama in the lab, the demo's model);
+- IPv4 written inside IPv6 (::ffff:a.b.c.d, 64:ff9b::a.b.c.d, 6to4, ::a.b.c.d) is judged as the IPv4.
+
+Saving a judge checks the URL and, when the name resolves, every address it resolves to. At call time
+`SafeNetworkBackend` resolves the host itself, checks every address and connects to a checked address, so a
+name that resolves elsewhere later (DNS rebinding) or a redirect never reaches a refused address.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import socket
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpcore2
+from django.conf import settings
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+SCHEMES = {"http", "https"}
+METADATA_HOSTS = {
+    "metadata",
+    "metadata.google.internal",
+    "metadata.goog",
+    "metadata.azure.com",
+    "instance-data",
+    "instance-data.ec2.internal",
+    "metadata.tencentyun.com",
+    "metadata.packet.net",
+    "metadata.platformequinix.com",
+}
+METADATA_ADDRESSES = {
+    ipaddress.ip_address("169.254.169.254"),  # AWS, GCP, Azure, OpenStack, ...
+    ipaddress.ip_address("169.254.170.2"),  # AWS ECS task credentials
+    ipaddress.ip_address("fd00:ec2::254"),  # AWS over IPv6
+    ipaddress.ip_address("100.100.100.200"),  # Alibaba Cloud
+    ipaddress.ip_address("192.0.0.192"),  # Oracle Cloud
+}
+NAT64 = ipaddress.ip_network("64:ff9b::/96")
+PRIVATE_HINT = "set CONCORD_JUDGE_ALLOW_PRIVATE=true on the server to allow endpoints on the local network"
+
+
+class UnsafeEndpoint(ValueError):
+    """A base URL or address a judge may not use; the message says why, for the page."""
+
+
+def embedded_ipv4(address: IPAddress) -> IPAddress:
+    """The IPv4 address an IPv6 address carries (mapped, NAT64, 6to4, compatible), else the address."""
+    if isinstance(address, ipaddress.IPv4Address):
+        return address
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address in NAT64 or (int(address) >> 32 == 0 and int(address) > 1):
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return address
+
+
+def check_address(address: IPAddress, *, allow_private: bool | None = None) -> None:
+    """Raise UnsafeEndpoint for an address a judge may not connect to. The message never names the address
+    (it would tell what an internal name resolves to)."""
+    if allow_private is None:
+        allow_private = settings.CONCORD_JUDGE_ALLOW_PRIVATE
+    target = embedded_ipv4(address)
+    if target in METADATA_ADDRESSES or address in METADATA_ADDRESSES or target.is_link_local:
+        raise UnsafeEndpoint("the endpoint's address is link-local or a cloud metadata service: refused")
+    if target.is_unspecified or target.is_multicast or (target.is_reserved and not target.is_loopback):
+        raise UnsafeEndpoint("the endpoint's address is not a unicast address: refused")
+    if not target.is_global and not allow_private:
+        raise UnsafeEndpoint(
+            f"the endpoint's address is on a loopback or private network: refused ({PRIVATE_HINT})"
+        )
+
+
+def check_host_name(host: str) -> None:
+    name = host.rstrip(".").lower()
+    if name in METADATA_HOSTS:
+        raise UnsafeEndpoint(f"{host} is a cloud metadata service: refused")
+
+
+def resolve(host: str, port: int) -> list[IPAddress]:
+    """Every address `host` resolves to (an IP literal resolves to itself)."""
+    try:
+        return [ipaddress.ip_address(host)]
+    except ValueError:
+        pass
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    # An IPv6 link-local answer may carry a zone ("fe80::1%eth0"); the zone is not part of the address.
+    return [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
+
+
+def check_addresses(host: str, port: int) -> list[IPAddress]:
+    """Resolve `host` and check every address; returns them. Raises UnsafeEndpoint or OSError (no answer)."""
+    check_host_name(host)
+    addresses = resolve(host, port)
+    if not addresses:
+        raise OSError(f"{host} resolves to no address")
+    for address in addresses:
+        check_address(address)
+    return addresses
+
+
+def check_base_url(url: str, *, resolve_now: bool = True) -> str:
+    """The URL (stripped) when a judge may use it; UnsafeEndpoint with the reason otherwise. With
+    `resolve_now`, a host name that resolves is checked on each of its addresses too (one that does not
+    resolve here may still resolve on the workers; it is checked again at every connection)."""
+    url = url.strip()
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as error:
+        raise UnsafeEndpoint(f"the base URL is malformed: {error}") from None
+    if parts.scheme.lower() not in SCHEMES:
+        raise UnsafeEndpoint("the base URL must start with http:// or https://")
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        raise UnsafeEndpoint("the base URL must not contain a user name or password (user:password@)")
+    host = parts.hostname
+    if not host:
+        raise UnsafeEndpoint("the base URL has no host name")
+    check_host_name(host)
+    if resolve_now:
+        # A name that does not resolve here may resolve on the workers: the connection checks it again.
+        with contextlib.suppress(OSError, UnicodeError):
+            check_addresses(host, port or (443 if parts.scheme.lower() == "https" else 80))
+    return url
+
+
+class SafeNetworkBackend(httpcore2.SyncBackend):
+    """Connects only to addresses `check_address` allows: the host is resolved here, every address it
+    resolves to is checked, and the socket goes to a checked address (TLS still verifies the host name,
+    which httpcore takes from the URL, not from the address connected to)."""
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore2.NetworkStream:
+        try:
+            addresses = check_addresses(host, port)
+        except UnsafeEndpoint as error:
+            # A connect error to every HTTP layer above (each maps it to its own); the reason rides along.
+            raise httpcore2.ConnectError(str(error)) from error
+        except (OSError, UnicodeError) as error:
+            raise httpcore2.ConnectError("could not resolve the endpoint's host") from error
+        last_error: Exception | None = None
+        for address in addresses:
+            try:
+                return super().connect_tcp(
+                    str(address), port, timeout, local_address=local_address, socket_options=socket_options
+                )
+            except httpcore2.ConnectError as error:
+                last_error = error
+        assert last_error is not None
+        raise last_error
+
+
+def unsafe_cause(error: BaseException | None) -> UnsafeEndpoint | None:
+    """The UnsafeEndpoint somewhere in an exception's chain (the HTTP layers wrap it), if any."""
+    seen = 0
+    while error is not None and seen < 10:
+        if isinstance(error, UnsafeEndpoint):
+            return error
+        error = error.__cause__ or error.__context__
+        seen += 1
+    return None

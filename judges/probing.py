@@ -1,0 +1,189 @@
+"""The judge's connection test: a few small requests that find what its endpoint and model accept (the
+output-token parameter, temperature, logprobs, JSON schema output, n), stored on the judge for its runs.
+
+Each probe sends the judge's own model one short question. A 400 naming a refused parameter changes the
+probe's request (as a run would adapt); a probe the endpoint accepts but ignores (logprobs that never
+come back, a schema the reply does not follow, one choice for n=2) counts as not supported. Nothing is
+stored unless the model answered.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from django.utils import timezone
+
+from . import adapting, client, credentials
+from .endpoint_safety import UnsafeEndpoint, check_base_url
+from .endpoints import Accepts, Family, family_for
+from .fake_llm import OWNED_BY
+from .models import Judge
+
+PROBE_QUESTION = "Reply with the single word: ready"
+PROBE_MAX_TOKENS = 1024
+PROBE_SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"type": "string", "enum": ["ready"]}},
+    "required": ["answer"],
+    "additionalProperties": False,
+}
+MAX_BASE_ATTEMPTS = 4
+
+
+@dataclass(frozen=True)
+class ConnectionResult:
+    ok: bool
+    message: str
+    reply: str = ""
+    simulated: bool = False
+    capabilities: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Probe:
+    judge: Judge
+    family: Family
+    accepts: Accepts
+    api_key: str
+    notes: list[str] = field(default_factory=list)
+
+    def base_request(self, **extra) -> dict:
+        request: dict = {
+            "model": self.judge.model,
+            self.accepts.token_limit: min(self.judge.max_tokens, PROBE_MAX_TOKENS),
+            "messages": [{"role": "user", "content": PROBE_QUESTION}],
+        }
+        temperature = self.judge.temperature
+        if temperature is not None and self.accepts.temperature:
+            request["temperature"] = min(float(temperature), self.accepts.temperature_max)
+        return {**request, **extra}
+
+    def send(self, request: dict) -> client.Reply:
+        return client.chat(
+            base_url=self.judge.base_url,
+            api_key=self.api_key,
+            timeout=min(self.judge.request_timeout, 30),
+            request=request,
+            azure=self.family.azure,
+        )
+
+    def base(self) -> client.Reply:
+        """The plain question, adapting to refused parameters; raises the error it cannot adapt to."""
+        for _ in range(MAX_BASE_ATTEMPTS):
+            try:
+                return self.send(self.base_request())
+            except client.PermanentError as error:
+                parameter = adapting.refused_parameter(error)
+                change = adapting.CHANGES.get(parameter or "")
+                if change is None or all(getattr(self.accepts, k) == v for k, v in change.items()):
+                    raise
+                self.accepts = self.accepts.updated(change)
+                self.notes.append(f"{parameter} refused ({error.message}): {adapting.describe(change)}")
+        raise client.PermanentError("the endpoint kept refusing the probe's parameters")
+
+    def supports(self, name: str, extra: dict, check) -> bool:
+        try:
+            reply = self.send(self.base_request(**extra))
+        except client.PermanentError as error:
+            if error.status == 400:
+                self.notes.append(f"{name}: refused ({error.message})")
+                return False
+            raise
+        ok = bool(check(reply))
+        if not ok:
+            self.notes.append(f"{name}: accepted but ignored")
+        return ok
+
+
+def _json_answer(reply: client.Reply) -> bool:
+    try:
+        return json.loads(reply.content or "").get("answer") == "ready"
+    except (ValueError, AttributeError):
+        return False
+
+
+def _listed_models(judge: Judge, family: Family, api_key: str) -> tuple[list[dict], str]:
+    """The endpoint's models ([] when it lists none) and the owner of the judge's model."""
+    try:
+        models = client.list_models(
+            base_url=judge.base_url,
+            api_key=api_key,
+            timeout=min(judge.request_timeout, 15),
+            azure=family.azure,
+        )
+    except client.EndpointError:
+        return [], ""  # not every compatible server lists models; the chat call is the real test
+    owner = next((m["owned_by"] for m in models if m["id"] == judge.model), "")
+    return models, owner or ""
+
+
+def _failure(
+    judge: Judge, error: client.EndpointError, models: list[dict], simulated: bool
+) -> ConnectionResult:
+    # A failure to connect says only that (never the network's error text: no port scanner).
+    message = error.message if error.status is not None or isinstance(error, client.PermanentError) else ""
+    message = message or f"{client.COULD_NOT_CONNECT}."
+    ids = [m["id"] for m in models]
+    if error.status == 404 and ids and judge.model not in ids:
+        shown = ", ".join(ids[:8]) + (" …" if len(ids) > 8 else "")
+        message = f"the endpoint has no model {judge.model!r} (it lists: {shown})"
+    elif error.status == 404:
+        message = f"{message} (is {judge.base_url} the API's base URL, usually ending in /v1?)"
+    return ConnectionResult(False, message, simulated=simulated)
+
+
+def test_connection(*, judge: Judge) -> ConnectionResult:
+    """Ask the model once, then probe what it accepts; store the result on the judge when it answered."""
+    try:
+        check_base_url(judge.base_url, resolve_now=False)
+    except UnsafeEndpoint as error:
+        return ConnectionResult(False, f"Refused: {error}.")
+    credential = credentials.credential_for(judge_id=judge.pk, source=judge.credential_source)
+    if credential.problem:
+        return ConnectionResult(False, f"No API key: {credential.problem}.")
+    family = judge.family
+    models, owner = _listed_models(judge, family, credential.api_key)
+    simulated = any(m["owned_by"] == OWNED_BY for m in models) or judge.is_simulated
+    family = family_for(endpoint=judge.endpoint, base_url=judge.base_url, model=judge.model, owned_by=owner)
+    probe = Probe(judge=judge, family=family, accepts=family.accepts, api_key=credential.api_key)
+    try:
+        reply = probe.base()
+        if not reply.content and reply.finish_reason == "length":
+            raise client.PermanentError(
+                f"the model used its whole limit of {judge.max_tokens} output tokens"
+                + (f" ({reply.reasoning_tokens} on reasoning)" if reply.reasoning_tokens else "")
+                + " and wrote no answer: the token limit is too small for a reasoning model; raise max tokens"
+            )
+        logprobs = probe.supports("logprobs", {"logprobs": True, "top_logprobs": 5}, lambda r: r.logprobs)
+        schema = {
+            "type": "json_schema",
+            "json_schema": {"name": "probe", "strict": True, "schema": PROBE_SCHEMA},
+        }
+        json_schema = probe.supports("JSON schema output", {"response_format": schema}, _json_answer)
+        n = probe.supports("n=2", {"n": 2}, lambda r: r.choices == 2)
+    except client.EndpointError as error:
+        return _failure(judge, error, models, simulated)
+    capabilities = {
+        **probe.accepts.as_dict(),
+        "logprobs": logprobs,
+        "json_schema": json_schema,
+        "n": n,
+        "owned_by": owner,
+        "latency_ms": round(reply.latency_ms),
+        "family": family.key,
+    }
+    Judge.objects.filter(pk=judge.pk).update(
+        capabilities=capabilities, probed_at=timezone.now(), simulated=judge.simulated or simulated
+    )
+    judge.refresh_from_db()
+    text = reply.content if reply.content is not None else reply.refusal
+    return ConnectionResult(
+        True,
+        f"{judge.model} answered in {reply.latency_ms:.0f} ms ({family.label})",
+        reply=text or "(empty)",
+        simulated=simulated,
+        capabilities=capabilities,
+        notes=probe.notes,
+    )

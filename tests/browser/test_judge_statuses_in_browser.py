@@ -1,0 +1,46 @@
+"""The evaluation page's judge run statuses change in a real browser while a run finishes, without a
+reload, and stop polling once nothing runs."""
+
+import pytest
+
+from judges import services
+from judges.fake_llm import FakeConfig, FakeLLM
+from judges.models import Judge
+from tests import factories
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
+
+
+def test_a_finishing_run_turns_done_on_the_evaluation_page_without_a_reload(
+    browser_page, live_server, project, monkeypatch
+):
+    monkeypatch.setattr(
+        "judges.services.enqueue_lanes", lambda run_id, lanes: None
+    )  # this test works the lane
+    monkeypatch.setenv("CONCORD_BROWSER_JUDGE_KEY", "k")
+    server = FakeLLM(FakeConfig(latency_ms=0)).start(stop_after=120)
+    try:
+        version = factories.make_rubric(project=project, name="Quality")
+        evaluation = factories.make_evaluation(project, factories.make_dataset(project, items=3), [version])
+        judge = Judge.objects.create(
+            project=project,
+            name="browser judge",
+            base_url=server.base_url,
+            model="fake-judge",
+            api_key_env="CONCORD_BROWSER_JUDGE_KEY",
+        )
+        run = services.launch_run(judge=judge, evaluation=evaluation, rubric_version=version)
+        page = browser_page
+        url = f"/p/{project.slug}/evaluations/{evaluation.pk}/"
+        page.goto(f"{live_server.url}/login/?next={url}", wait_until="domcontentloaded")
+        page.fill("input[name=username]", "rita")
+        page.fill("input[name=password]", "pw-concord-123")
+        page.keyboard.press("Enter")
+        page.wait_for_url(lambda u: "/login/" not in u)
+        section = page.locator("#evaluation_judge_runs")
+        assert section.locator(".badge.run-running").count() == 1
+        services.work_lane(run_id=run.pk, lane=0)
+        section.locator(".badge.run-done").wait_for()  # swapped in by htmx polling, no reload
+        assert page.locator("#evaluation_judge_runs[hx-get]").count() == 0  # and polling stopped
+    finally:
+        server.stop()

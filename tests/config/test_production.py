@@ -1,0 +1,182 @@
+"""The production start: `DEBUG=false bin/concord` serves styled pages through gunicorn and WhiteNoise,
+with the secure defaults on, no demo accounts, and stops everything when one of its processes dies.
+
+bin/concord runs for real here (a fresh SQLite database in a temporary directory, the file broker), as an
+operator would start it behind a proxy that ends TLS.
+"""
+
+import http.client
+import os
+import re
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+START_SECONDS = 240
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+# The test run's database and broker, and DJANGO_ALLOW_ASYNC_UNSAFE (set for the browser tests), which a
+# deployment must not have.
+NOT_INHERITED = {
+    "DATABASE_URL",
+    "CELERY_BROKER_URL",
+    "REDIS_URL",
+    "CONCORD_DEMO",
+    "DEBUG",
+    "DJANGO_ALLOW_ASYNC_UNSAFE",
+}
+
+
+def production_env(var_dir: Path, **extra: str) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if key not in NOT_INHERITED}
+    env.update(
+        {
+            "CONCORD_VAR_DIR": str(var_dir),
+            "DEBUG": "false",
+            "SECRET_KEY": secrets.token_urlsafe(50),
+            "ALLOWED_HOSTS": "127.0.0.1",
+            "SECURE_PROXY_SSL_HEADER": "true",
+            "WEB_WORKERS": "1",
+            "WEB_THREADS": "2",
+            "CONCORD_WORKER_CONCURRENCY": "2",
+            **extra,
+        }
+    )
+    return env
+
+
+def get(port: int, path: str, *, https_proxy: bool = True) -> http.client.HTTPResponse:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    headers = {"X-Forwarded-Proto": "https"} if https_proxy else {}
+    connection.request("GET", path, headers=headers)
+    response = connection.getresponse()
+    response.body = response.read()  # type: ignore[attr-defined]
+    connection.close()
+    return response
+
+
+def wait_for_page(process: subprocess.Popen, port: int, log: Path) -> None:
+    deadline = time.monotonic() + START_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"bin/concord ended early:\n{log.read_text()}")
+        try:
+            if get(port, "/login/").status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise AssertionError("bin/concord did not serve /login/ in time")
+
+
+@pytest.fixture(scope="module")
+def production(tmp_path_factory):
+    """bin/concord with DEBUG=false on a free port: yields (process, port, env, its output file)."""
+    var_dir = tmp_path_factory.mktemp("production")
+    port = free_port()
+    env = production_env(var_dir, CONCORD_PORT=str(port))
+    log = var_dir / "concord.log"
+    with log.open("w") as output:
+        process = subprocess.Popen(
+            ["bin/concord"],
+            cwd=ROOT,
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        wait_for_page(process, port, log)
+        yield process, port, env, log
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=60)
+
+
+def test_production_start_serves_a_styled_page_and_its_css_through_gunicorn(production):
+    _, port, _, _ = production
+    page = get(port, "/login/")
+    assert page.status == 200 and page.getheader("Server") == "gunicorn"
+    html = page.body.decode()  # type: ignore[attr-defined]
+    stylesheet = re.search(r'href="(/static/concord\.[0-9a-f]{12}\.css)"', html)
+    assert stylesheet, "the page links the hashed stylesheet of the manifest storage"
+    css = get(port, stylesheet.group(1))
+    assert css.status == 200
+    assert css.getheader("Content-Type", "").startswith("text/css")
+    assert "immutable" in css.getheader("Cache-Control", "")
+    assert b"{" in css.body  # type: ignore[attr-defined]
+    htmx = re.search(r'src="(/static/django_htmx/htmx[^"]+\.js)"', html)
+    assert htmx and get(port, htmx.group(1)).status == 200
+
+
+def test_production_start_has_the_secure_defaults(production):
+    _, port, _, _ = production
+    plain = get(port, "/login/", https_proxy=False)
+    assert plain.status == 301 and plain.getheader("Location", "").startswith("https://")
+    page = get(port, "/login/")
+    assert "max-age=31536000" in page.getheader("Strict-Transport-Security", "")
+    cookie = page.getheader("Set-Cookie", "")
+    assert "csrftoken=" in cookie and "Secure" in cookie
+    assert page.getheader("X-Frame-Options") == "DENY"
+
+
+def test_production_start_creates_no_demo_account_and_says_how_to_make_one(production):
+    _, port, env, _ = production
+    count = subprocess.run(
+        [
+            sys.executable,
+            "manage.py",
+            "shell",
+            "-c",
+            "from django.contrib.auth.models import User; print(User.objects.count())",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert count.stdout.strip().splitlines()[-1] == "0", count.stderr
+    assert "concord-demo" not in get(port, "/login/").body.decode()  # type: ignore[attr-defined]
+
+
+def test_when_a_child_process_dies_bin_concord_stops_everything_and_says_which(production):
+    process, port, _, log = production
+    children = subprocess.run(
+        ["pgrep", "-P", str(process.pid)], capture_output=True, text=True
+    ).stdout.split()
+    worker = next(pid for pid in children if b"celery" in Path(f"/proc/{pid}/cmdline").read_bytes())
+    os.kill(int(worker), signal.SIGKILL)
+    assert process.wait(timeout=90) == 1
+    output = log.read_text()
+    assert "createsuperuser" in output and "concord-demo" not in output
+    assert "the Celery worker stopped" in output
+    with pytest.raises(OSError):
+        get(port, "/login/")
+
+
+def test_check_deploy_passes_with_debug_off_a_secret_key_and_allowed_hosts(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=ROOT,
+        env=production_env(tmp_path, SECURE_PROXY_SSL_HEADER="false"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "no issues" in result.stdout

@@ -1,0 +1,444 @@
+"""The judge half of the attacker's tour (issue 9): an annotator, an outsider and a researcher of another
+project try to make Concord send a server secret to a listener of theirs, reach addresses it must not,
+use someone else's key or cached replies. A real loopback HTTP listener records every byte it receives;
+no server secret may ever be among them."""
+
+import json
+import os
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from cryptography.fernet import Fernet
+from django.db import IntegrityError, transaction
+from django.urls import reverse
+
+from evaluations.models import Rating
+from judges.models import CachedReply, Judge, JudgeCall, JudgeRun
+from tests import factories
+from tests.judges.conftest import TEST_KEY_ENV, judge_form_data, make_judge, run_to_end
+
+LAB_KEY_ENV = "CONCORD_LAB_KEY"
+LAB_KEY = "sk-lab-declared-0123456789abcdef"
+PASTED_KEY = "sk-proj-pasted-9876543210wxyz"
+OTHER_PASTED_KEY = "sk-other-project-1111222233334444"
+
+
+class Listener:
+    """An OpenAI-compatible endpoint an attacker controls: it records every request and echoes the key it
+    was sent (in its reply, or in a 401 error when `status` is 401)."""
+
+    def __init__(self):
+        self.received: list[bytes] = []
+        self.status = 200
+        listener = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _record(self) -> str:
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length) if length else b""
+                listener.received.append(self.requestline.encode() + bytes(self.headers) + body)
+                return self.headers.get("authorization", "")
+
+            def _send(self, status: int, payload: dict) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                self._record()
+                self._send(200, {"object": "list", "data": [{"id": "m", "object": "model", "owned_by": "x"}]})
+
+            def do_POST(self):
+                auth = self._record()
+                if listener.status != 200:
+                    message = f"Incorrect API key provided: {auth}"
+                    self._send(listener.status, {"error": {"message": message, "type": "invalid_request"}})
+                    return
+                content = f"Rating: 3. Your header was {auth!r}"
+                self._send(200, {"choices": [{"message": {"content": content}, "finish_reason": "stop"}]})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def everything(self, since: int = 0) -> str:
+        return b"\n".join(self.received[since:]).decode("latin-1")
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def listener():
+    server = Listener()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(autouse=True)
+def server_secrets(settings, monkeypatch):
+    """A declared lab key besides the test key, pasted keys enabled, and the openai client's own
+    environment variables set, as on a lab server: none of it may reach a judge that was not given it."""
+    monkeypatch.setenv(LAB_KEY_ENV, LAB_KEY)
+    settings.CONCORD_JUDGE_CREDENTIALS = [TEST_KEY_ENV, LAB_KEY_ENV]
+    settings.CONCORD_ENCRYPTION_KEY = [Fernet.generate_key().decode()]
+    monkeypatch.setenv("OPENAI_API_KEY", LAB_KEY)
+    monkeypatch.setenv("OPENAI_ORG_ID", LAB_KEY)
+    monkeypatch.setenv("OPENAI_CUSTOM_HEADERS", f"X-Lab: {LAB_KEY}")
+    return settings
+
+
+def never_received_a_server_secret(listener: Listener, settings, *also: str) -> None:
+    seen = listener.everything()
+    secrets = [settings.SECRET_KEY, LAB_KEY, OTHER_PASTED_KEY, *also]
+    secrets += [os.environ[name] for name in ("DATABASE_URL", "CELERY_BROKER_URL") if os.environ.get(name)]
+    for secret in secrets:
+        assert secret not in seen
+
+
+def judge_form(listener_url: str, **fields) -> dict:
+    # api_key_env: what the judge form asked for before server credentials, so the old form accepted it.
+    defaults = {"base_url": listener_url, "name": "attack judge", "model": "m", "api_key_env": TEST_KEY_ENV}
+    return judge_form_data(**{**defaults, **fields})
+
+
+@pytest.fixture
+def evaluation_setup(project):
+    version = factories.make_rubric(project=project, name="Quality")
+    evaluation = factories.make_evaluation(project, factories.make_dataset(project, items=2), [version])
+    return evaluation, version
+
+
+# -- credentials --------------------------------------------------------------------------------
+@pytest.mark.parametrize("variable", ["SECRET_KEY", "DATABASE_URL", "PATH", "OPENAI_API_KEY"])
+def test_researcher_cannot_give_a_judge_a_server_variable_that_is_not_declared(
+    researcher_client, project, listener, server_secrets, variable
+):
+    form = judge_form(listener.base_url, credential=f"env:{variable}", api_key_env=variable)
+    response = researcher_client.post(reverse("judge_create", args=[project.slug]), form)
+    page = response.content.decode()
+    assert response.status_code == 200 and "CONCORD_JUDGE_CREDENTIALS" in page
+    assert not Judge.objects.exists()
+    never_received_a_server_secret(listener, server_secrets)
+
+
+def test_a_stored_judge_naming_an_undeclared_variable_sends_nothing(
+    researcher_client, project, listener, server_secrets, evaluation_setup
+):
+    judge = make_judge(project, listener, api_key_env="DATABASE_URL", model="m")
+    response = researcher_client.post(reverse("judge_test_connection", args=[project.slug, judge.pk]))
+    assert "DATABASE_URL is not a server credential" in response.content.decode()
+    run = run_to_end(judge, *evaluation_setup)
+    assert run.status == JudgeRun.Status.FAILED and "CONCORD_JUDGE_CREDENTIALS" in run.error
+    assert listener.received == []
+
+
+def test_a_judge_receives_its_own_declared_key_and_nothing_else_of_the_server(
+    researcher_client, project, listener, server_secrets, evaluation_setup
+):
+    judge = make_judge(project, listener, model="m")  # given TEST_KEY_ENV, not the lab key
+    response = researcher_client.post(reverse("judge_test_connection", args=[project.slug, judge.pk]))
+    assert "connected" in response.content.decode()
+    run_to_end(judge, *evaluation_setup)
+    assert "Bearer test-key" in listener.everything()
+    never_received_a_server_secret(listener, server_secrets)
+    assert "openai-organization" not in listener.everything().lower()
+
+
+def test_a_judge_without_a_key_sends_no_authorization_at_all(
+    researcher_client, project, listener, server_secrets, evaluation_setup
+):
+    judge = make_judge(project, listener, model="m", api_key_env="")
+    run = run_to_end(judge, *evaluation_setup)
+    assert run.status == JudgeRun.Status.DONE
+    assert "authorization" not in listener.everything().lower()
+    never_received_a_server_secret(listener, server_secrets)
+
+
+# -- pasted keys --------------------------------------------------------------------------------
+def paste_a_key(client, project, listener, key=PASTED_KEY, name="pasted judge") -> Judge:
+    form = judge_form(listener.base_url, name=name, credential="pasted", api_key=key)
+    response = client.post(reverse("judge_create", args=[project.slug]), form)
+    assert response.status_code == 302, response.content.decode()
+    return Judge.objects.get(project=project, name=name)
+
+
+def test_a_pasted_key_is_stored_encrypted_and_shown_only_as_a_hint(
+    researcher_client, project, listener, server_secrets, django_user_model, client
+):
+    judge = paste_a_key(researcher_client, project, listener)
+    assert judge.api_key_hint == "sk-...wxyz"
+    assert PASTED_KEY not in judge.api_key_encrypted and PASTED_KEY not in judge.api_key_env
+    pages = [
+        reverse("judge_detail", args=[project.slug, judge.pk]),
+        reverse("judge_list", args=[project.slug]),
+        reverse("judge_create", args=[project.slug]),
+    ]
+    for url in pages:
+        page = researcher_client.get(url).content.decode()
+        assert PASTED_KEY not in page and judge.api_key_encrypted not in page
+    assert "sk-...wxyz" in researcher_client.get(pages[0]).content.decode()
+    admin = django_user_model.objects.create_superuser("root", "root@example.test", "pw-root-123")
+    client.force_login(admin)
+    admin_page = client.get(reverse("admin:judges_judge_change", args=[judge.pk])).content.decode()
+    assert PASTED_KEY not in admin_page and judge.api_key_encrypted not in admin_page
+
+
+def test_a_pasted_key_is_sent_and_an_echo_of_it_is_scrubbed_from_replies_and_pages(
+    researcher_client, project, listener, server_secrets, evaluation_setup, caplog
+):
+    judge = paste_a_key(researcher_client, project, listener)
+    test_url = reverse("judge_test_connection", args=[project.slug, judge.pk])
+    connection_page = researcher_client.post(test_url).content.decode()
+    assert "connected" in connection_page and PASTED_KEY not in connection_page
+    run = run_to_end(judge, *evaluation_setup)
+    assert f"Bearer {PASTED_KEY}" in listener.everything()
+    stored = [
+        *JudgeCall.objects.values_list("raw_output", flat=True),
+        *CachedReply.objects.values_list("content", flat=True),
+        *Rating.objects.values_list("raw_output", flat=True),
+        researcher_client.get(reverse("judge_run_detail", args=[project.slug, run.pk])).content.decode(),
+        caplog.text,
+    ]
+    assert stored and all(PASTED_KEY not in text for text in stored)
+    assert any("Your header was" in text for text in stored)
+
+
+def test_an_error_echoing_the_key_is_scrubbed(
+    researcher_client, project, listener, server_secrets, evaluation_setup
+):
+    judge = paste_a_key(researcher_client, project, listener)
+    listener.status = 401
+    run = run_to_end(judge, *evaluation_setup)
+    page = researcher_client.get(reverse("judge_run_detail", args=[project.slug, run.pk])).content.decode()
+    assert run.status == JudgeRun.Status.FAILED and "authentication failed (401)" in run.error
+    assert PASTED_KEY not in run.error and PASTED_KEY not in page
+    assert all(PASTED_KEY not in error for error in JudgeCall.objects.values_list("error", flat=True))
+
+
+def test_pasted_keys_are_refused_when_the_server_has_no_encryption_key(
+    researcher_client, project, listener, server_secrets
+):
+    server_secrets.CONCORD_ENCRYPTION_KEY = []
+    page = researcher_client.get(reverse("judge_create", args=[project.slug])).content.decode()
+    assert "CONCORD_ENCRYPTION_KEY" in page
+    form = judge_form(listener.base_url, credential="pasted", api_key=PASTED_KEY)
+    response = researcher_client.post(reverse("judge_create", args=[project.slug]), form)
+    assert response.status_code == 200 and "CONCORD_ENCRYPTION_KEY" in response.content.decode()
+    assert not Judge.objects.exists()
+
+
+def test_a_pasted_key_can_be_replaced_and_keys_rotated(
+    researcher_client, project, listener, server_secrets, evaluation_setup
+):
+    judge = paste_a_key(researcher_client, project, listener)
+    old_keys = list(server_secrets.CONCORD_ENCRYPTION_KEY)
+    server_secrets.CONCORD_ENCRYPTION_KEY = [Fernet.generate_key().decode(), *old_keys]  # rotation
+    url = reverse("judge_replace_key", args=[project.slug, judge.pk])
+    response = researcher_client.post(url, {"api_key": "sk-new-key-000011112222zzzz"})
+    judge.refresh_from_db()
+    assert response.status_code == 302 and judge.api_key_hint == "sk-...zzzz" and judge.api_key_version == 2
+    server_secrets.CONCORD_ENCRYPTION_KEY = server_secrets.CONCORD_ENCRYPTION_KEY[:1]  # old key retired
+    run = run_to_end(judge, *evaluation_setup)
+    assert run.status == JudgeRun.Status.DONE
+    assert "Bearer sk-new-key-000011112222zzzz" in listener.everything()
+
+
+def test_a_key_that_can_no_longer_be_decrypted_fails_the_run_with_the_reason(
+    researcher_client, project, listener, server_secrets, evaluation_setup
+):
+    judge = paste_a_key(researcher_client, project, listener)
+    server_secrets.CONCORD_ENCRYPTION_KEY = [Fernet.generate_key().decode()]
+    run = run_to_end(judge, *evaluation_setup)
+    assert run.status == JudgeRun.Status.FAILED and "cannot be decrypted" in run.error
+    assert listener.received == []
+
+
+def test_annotator_and_outsider_cannot_replace_or_use_a_pasted_key(
+    researcher_client, annotator, outsider, project, listener, server_secrets
+):
+    judge = paste_a_key(researcher_client, project, listener)
+    replace = reverse("judge_replace_key", args=[project.slug, judge.pk])
+    test = reverse("judge_test_connection", args=[project.slug, judge.pk])
+    attacker = researcher_client
+    attacker.force_login(annotator)
+    assert attacker.post(replace, {"api_key": "sk-annotator-000000000000"}).status_code == 403
+    assert attacker.post(test).status_code == 403
+    attacker.force_login(outsider)
+    assert attacker.post(replace, {"api_key": "sk-outsider-0000000000000"}).status_code == 404
+    assert attacker.post(test).status_code == 404
+    judge.refresh_from_db()
+    assert judge.api_key_hint == "sk-...wxyz" and listener.received == []
+
+
+def test_researcher_of_another_project_cannot_use_this_projects_key_or_cached_replies(
+    researcher_client, client, project, listener, server_secrets, evaluation_setup
+):
+    owner_judge = paste_a_key(researcher_client, project, listener, key=OTHER_PASTED_KEY)
+    first = run_to_end(owner_judge, *evaluation_setup)
+    assert first.status == JudgeRun.Status.DONE
+    stranger = factories.make_user("sven")
+    theirs = factories.make_project(name="Their study", researchers=[stranger])
+    client.force_login(stranger)
+    # This project's judge pages: not found for them.
+    assert client.get(reverse("judge_detail", args=[project.slug, owner_judge.pk])).status_code == 404
+    for name in ("judge_test_connection", "judge_replace_key"):
+        url = reverse(name, args=[project.slug, owner_judge.pk])
+        assert client.post(url, {"api_key": "sk-stranger-00000000000"}).status_code == 404
+    # Their own judge on the same endpoint and model, with "pasted" chosen but no key of their own.
+    form = judge_form(listener.base_url, credential="pasted", model=owner_judge.model)
+    assert client.post(reverse("judge_create", args=[theirs.slug]), form).status_code == 200
+    their_judge = make_judge(theirs, listener, model=owner_judge.model, api_key_env="")
+    version = factories.make_rubric(project=theirs, name="Quality")
+    evaluation = factories.make_evaluation(theirs, factories.make_dataset(theirs, items=2), [version])
+    requests_before = len(listener.received)
+    run = run_to_end(their_judge, evaluation, version)
+    assert run.status == JudgeRun.Status.DONE
+    assert not run.calls.filter(cached=True).exists()
+    assert len(listener.received) == requests_before + 2  # asked the endpoint itself
+    assert OTHER_PASTED_KEY not in listener.everything(since=requests_before)
+    assert "authorization" not in listener.everything(since=requests_before).lower()
+
+
+# -- the cache and a missing credential ----------------------------------------------------------
+def test_a_run_whose_declared_credential_is_gone_fails_at_its_first_call_though_the_cache_could_answer(
+    project, fake_llm, evaluation_setup, monkeypatch
+):
+    judge = make_judge(project, fake_llm)
+    assert run_to_end(judge, *evaluation_setup).status == JudgeRun.Status.DONE
+    monkeypatch.delenv(TEST_KEY_ENV)
+    run = run_to_end(judge, *evaluation_setup)
+    assert run.status == JudgeRun.Status.FAILED
+    assert run.error == f"no API key: the server credential {TEST_KEY_ENV} is not set on this server"
+    assert run.calls.filter(status=JudgeCall.Status.DONE).count() == 0
+
+
+def test_the_reply_cache_is_kept_per_credential(project, fake_llm, evaluation_setup, server_secrets):
+    with_test_key = make_judge(project, fake_llm)
+    run_to_end(with_test_key, *evaluation_setup)
+    again = run_to_end(with_test_key, *evaluation_setup)
+    assert again.calls.filter(cached=True).count() == 2
+    with_lab_key = make_judge(project, fake_llm, name="lab judge", api_key_env=LAB_KEY_ENV)
+    lab_run = run_to_end(with_lab_key, *evaluation_setup)
+    assert lab_run.status == JudgeRun.Status.DONE and not lab_run.calls.filter(cached=True).exists()
+
+
+# -- endpoints ----------------------------------------------------------------------------------
+REFUSED_URLS = [
+    "http://169.254.169.254/latest/meta-data/",
+    "http://[::ffff:169.254.169.254]/v1",
+    "http://[::ffff:a9fe:a9fe]/v1",
+    "http://[fe80::1]/v1",
+    "http://metadata.google.internal/computeMetadata/v1",
+    "http://user:password@api.example.test/v1",
+    "ftp://api.example.test/v1",
+    "http://0.0.0.0:8000/v1",
+]
+
+
+@pytest.mark.parametrize("base_url", REFUSED_URLS)
+def test_researcher_cannot_create_a_judge_on_a_metadata_or_malformed_endpoint(
+    researcher_client, project, base_url
+):
+    response = researcher_client.post(reverse("judge_create", args=[project.slug]), judge_form(base_url))
+    assert response.status_code == 200 and not Judge.objects.exists()
+    assert list(response.context["form"].errors) == ["base_url"]
+
+
+def test_loopback_endpoints_are_refused_unless_the_operator_allows_private_ones(
+    researcher_client, project, listener, server_secrets, evaluation_setup
+):
+    server_secrets.CONCORD_JUDGE_ALLOW_PRIVATE = False
+    response = researcher_client.post(
+        reverse("judge_create", args=[project.slug]), judge_form(listener.base_url)
+    )
+    assert "CONCORD_JUDGE_ALLOW_PRIVATE" in response.content.decode() and not Judge.objects.exists()
+    stored = make_judge(project, listener, model="m")  # saved before the rule, or through the admin
+    page = researcher_client.post(reverse("judge_test_connection", args=[project.slug, stored.pk]))
+    assert "loopback or private network" in page.content.decode()
+    run = run_to_end(stored, *evaluation_setup)
+    assert run.status == JudgeRun.Status.FAILED and "loopback or private network" in run.error
+    assert listener.received == []
+
+
+def test_a_name_that_rebinds_to_loopback_after_the_check_is_refused_at_connection(
+    researcher_client, project, listener, server_secrets, monkeypatch
+):
+    server_secrets.CONCORD_JUDGE_ALLOW_PRIVATE = False
+    real_getaddrinfo = socket.getaddrinfo
+    answers = iter(["93.184.216.34"])  # public when the form checks, loopback ever after
+
+    def rebinding(host, port, *args, **kwargs):
+        if host == "rebind.example.test":
+            address = next(answers, "127.0.0.1")
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
+        return real_getaddrinfo(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    url = f"http://rebind.example.test:{listener.port}/v1"
+    response = researcher_client.post(reverse("judge_create", args=[project.slug]), judge_form(url))
+    assert response.status_code == 302
+    judge = Judge.objects.get()
+    page = researcher_client.post(reverse("judge_test_connection", args=[project.slug, judge.pk]))
+    assert "loopback or private network" in page.content.decode()
+    assert listener.received == []
+
+
+def test_connection_test_says_could_not_connect_without_the_networks_error_text(
+    researcher_client, project, listener
+):
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    closed_port = closed.getsockname()[1]
+    closed.close()  # nothing listens there now
+    garbage = socket.socket()
+    garbage.bind(("127.0.0.1", 0))
+    garbage.listen()
+
+    def answer_like_ssh() -> None:
+        while True:
+            try:
+                connection, _ = garbage.accept()
+            except OSError:
+                return  # closed at the end of the test
+            connection.sendall(b"SSH-2.0-OpenSSH_9.6\r\n")
+            connection.close()
+
+    threading.Thread(target=answer_like_ssh, daemon=True).start()
+    for port in (closed_port, garbage.getsockname()[1]):
+        judge = make_judge(project, listener, name=f"scan {port}", base_url=f"http://127.0.0.1:{port}/v1")
+        page = researcher_client.post(reverse("judge_test_connection", args=[project.slug, judge.pk]))
+        html = page.content.decode()
+        assert "could not connect to the endpoint" in html
+        for leak in ("Errno", "refused", "SSH", "RemoteProtocol", "disconnected", "timed out"):
+            assert leak not in html
+    garbage.close()
+
+
+# -- prices -------------------------------------------------------------------------------------
+def test_negative_prices_are_refused_by_the_form_and_the_database(researcher_client, project, listener):
+    form = judge_form(listener.base_url, price_input_per_million="-1", price_output_per_million="-0.5")
+    response = researcher_client.post(reverse("judge_create", args=[project.slug]), form)
+    assert response.status_code == 200 and "greater than or equal to 0" in response.content.decode()
+    assert not Judge.objects.exists()
+    with pytest.raises(IntegrityError), transaction.atomic():
+        make_judge(project, listener, price_input_per_million=-1)
+
+
+def test_a_judge_cannot_hold_a_pasted_key_and_a_server_credential_at_once(project, listener):
+    with pytest.raises(IntegrityError), transaction.atomic():
+        make_judge(project, listener, api_key_encrypted="token", api_key_hint="sk-...abcd")
