@@ -19,8 +19,11 @@ from typing import Any
 import numpy as np
 
 from agreement.against_people import disagreement_list, model_report
+from agreement.estimates import ppi_entry
 from agreement.people import human_human, human_summaries
 from agreement.reading import RubricRatings, items_matching, load_ratings, metadata_values, rater_directory
+from agreement.split import growth_entry, held_out, split_entry
+from agreement.stand_in import AltTestSettings, alt_test_entry
 from agreement.tables import Context, distribution, items_exactly, items_with, to_matrix
 from datasets.models import Item
 from evaluations.models import Evaluation, Rater
@@ -38,8 +41,13 @@ def build_report(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     disagreements: int = 20,
+    alt_test: AltTestSettings | None = None,
 ) -> dict:
-    """The whole report of an evaluation (optionally one rubric, optionally a metadata slice)."""
+    """The whole report of an evaluation (optionally one rubric, optionally a metadata slice).
+
+    `alt_test`: epsilon and metric of the alternative annotator test; default the evaluation's.
+    """
+    alt_test = alt_test or AltTestSettings.of(evaluation)
     versions = evaluation_versions(evaluation=evaluation, rubric=rubric)
     raters = rater_directory(evaluation)
     selected = items_matching(evaluation=evaluation, where=where) if where else None
@@ -60,6 +68,8 @@ def build_report(
                 resamples=resamples,
                 seed=seed,
                 disagreements=disagreements,
+                alt_test=alt_test,
+                split_key=evaluation.pk,
             )
         )
     _attach_external_ids(blocks)
@@ -80,8 +90,10 @@ def build_reports_by(
     where: dict[str, str] | None = None,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
+    alt_test: AltTestSettings | None = None,
 ) -> dict:
     """One report per value of metadata key `by`, reading each rubric's ratings once."""
+    alt_test = alt_test or AltTestSettings.of(evaluation)
     versions = evaluation_versions(evaluation=evaluation, rubric=rubric)
     raters = rater_directory(evaluation)
     groups = metadata_values(evaluation=evaluation, key=by)
@@ -102,6 +114,7 @@ def build_reports_by(
                     resamples=resamples,
                     seed=seed,
                     disagreements=0,
+                    alt_test=alt_test,
                 )
             )
     return finite_only(
@@ -166,7 +179,10 @@ def rubric_report(
     resamples: int,
     seed: int,
     disagreements: int,
+    alt_test: AltTestSettings | None = None,
+    split_key: int | None = None,
 ) -> dict:
+    """One rubric version's block; `split_key` (the evaluation id) adds tune and held-out figures."""
     version = data.version
     present = sorted(set(data.rater_ids.tolist()), key=lambda r: (raters[r]["kind"], raters[r]["name"]))
     humans = [r for r in present if raters[r]["kind"] == "human"]
@@ -175,6 +191,7 @@ def rubric_report(
     human_cols = list(range(len(humans)))
     context = Context(data=data, matrix=matrix, human_cols=human_cols, resamples=resamples, seed=seed)
     human_ratings = int(np.isfinite(matrix.values[:, human_cols]).sum()) if humans else 0
+    human_names = [raters[r]["name"] for r in humans]
     block: dict[str, Any] = {
         "rubric": version.rubric.name,
         "version": version.number,
@@ -213,7 +230,12 @@ def rubric_report(
             "invalid": int((data.invalid & mine).sum()),
             "missing": max(0, items - int(mine.sum())),
             **entry,
+            "alt_test": alt_test_entry(context, col, human_names, alt_test or AltTestSettings()),
+            "ppi": ppi_entry(context, col),
         }
+        if split_key is not None:
+            entry["split"] = split_entry(context, col, held_out(split_key, matrix.item_ids))
+            entry["growth"] = growth_entry(context, col, split_key)
         block["raters"].append(entry)
         block["distribution"][info["name"]] = distribution(matrix.codes[:, [col]], len(data.labels))
         if disagreements:

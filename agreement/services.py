@@ -41,6 +41,10 @@ def _ratings_state(evaluation: Evaluation) -> tuple[str, int]:
     )
     stamp = ratings["updated"].isoformat() if ratings["updated"] else "-"
     fingerprint = f"{ratings['count']}:{ratings['top'] or 0}:{stamp}:{raters['count']}:{raters['top'] or 0}"
+    # The alt-test's settings live on the evaluation; changing them makes the cached report stale too.
+    fingerprint += (
+        f":{evaluation.alt_test_epsilon:g}:{evaluation.alt_test_metric}:{evaluation.annotator_expertise}"
+    )
     return fingerprint, ratings["count"]
 
 
@@ -54,7 +58,7 @@ def parameters_key(parameters: dict) -> str:
 
 
 # Bump when the report's JSON changes shape, so reports cached by older code are recomputed.
-REPORT_FORMAT = 2
+REPORT_FORMAT = 3
 
 
 def report_parameters(*, where: dict[str, str] | None = None, resamples: int = DEFAULT_RESAMPLES) -> dict:

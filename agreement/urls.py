@@ -14,6 +14,17 @@ urlpatterns = [
         views.agreement_report_csv,
         name="agreement_report_csv",
     ),
+    path("p/<slug:slug>/evaluations/<int:pk>/compare/", views.compare_runs_page, name="compare_runs"),
+    path(
+        "p/<slug:slug>/evaluations/<int:pk>/examples/",
+        views.examples_from_disagreements,
+        name="examples_from_disagreements",
+    ),
+    path(
+        "p/<slug:slug>/evaluations/<int:pk>/alt-test/",
+        views.alt_test_settings,
+        name="alt_test_settings",
+    ),
     path(
         "p/<slug:slug>/evaluations/<int:pk>/report/disagreements/",
         views.agreement_disagreements,

@@ -5,15 +5,20 @@ from __future__ import annotations
 import json
 from urllib.parse import urlencode
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import HttpResponse, JsonResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.text import slugify
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_http_methods
 
+from agreement.compare import compare_runs, find_run, runs_of
 from agreement.consistency import position_consistency
 from agreement.disagreements import neighbours, ranked_disagreements
+from agreement.examples import candidates, make_examples_version
+from agreement.forms import AltTestSettingsForm
 from agreement.overview import judge_run_ids, overview_rows
 from agreement.presentation import present_rubric, report_csv
 from agreement.reading import metadata_keys
@@ -176,3 +181,90 @@ def agreement_item(request, slug: str, pk: int, item_pk: int):
         "nav": disagreement_nav(request, evaluation, item),
     }
     return render(request, "agreement/agreement_item.html", context)
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def alt_test_settings(request, slug: str, pk: int):
+    """Who the people are (hence the alt-test's epsilon) and the alignment score (evaluation page)."""
+    evaluation = get_evaluation_for(request.user, slug, pk)
+    form = AltTestSettingsForm(request.POST or None, instance=evaluation)
+    saved = request.method == "POST" and form.is_valid()
+    if saved:
+        form.save()
+        if not request.htmx:
+            messages.success(request, f"Alt-test epsilon is now {evaluation.alt_test_epsilon:g}.")
+            return redirect("evaluation_detail", slug=evaluation.project.slug, pk=evaluation.pk)
+        form = AltTestSettingsForm(instance=evaluation)
+    context = {"project": evaluation.project, "evaluation": evaluation, "alt_test_form": form, "saved": saved}
+    template = "agreement/alt_test_settings.html"
+    status = 400 if form.errors and not request.htmx else 200  # htmx swaps only 2xx responses
+    return render(
+        request, f"{template}#alt-test-settings" if request.htmx else template, context, status=status
+    )
+
+
+@require_GET
+@login_required
+def compare_runs_page(request, slug: str, pk: int):
+    """Two model runs (two judges, or two rubric versions) side by side on the same items."""
+    evaluation = get_evaluation_for(request.user, slug, pk)
+    runs = runs_of(evaluation)
+    chosen = {side: request.GET.get(side, "") for side in ("a", "b")}
+    comparison, error = None, ""
+    if chosen["a"] and chosen["b"]:
+        try:
+            a, b = find_run(runs, chosen["a"]), find_run(runs, chosen["b"])
+            comparison = compare_runs(evaluation=evaluation, a=a, b=b)
+        except ValueError as problem:
+            error = str(problem)
+    context = {
+        "project": evaluation.project,
+        "evaluation": evaluation,
+        "runs": runs,
+        "chosen": chosen,
+        "comparison": comparison,
+        "error": error,
+    }
+    template = "agreement/compare_runs.html"
+    return render(
+        request, f"{template}#comparison" if request.htmx else template, context, status=400 if error else 200
+    )
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def examples_from_disagreements(request, slug: str, pk: int):
+    """GET: tune items where the people agree and the chosen run did not. POST: a new rubric version
+    showing the ticked ones as examples, judge-only in this evaluation and ready to run."""
+    evaluation = get_evaluation_for(request.user, slug, pk)
+    runs = runs_of(evaluation)
+    key = request.POST.get("run") or request.GET.get("run", "")
+    run = next((r for r in runs if r.key == key), None)
+    error = ""
+    if request.method == "POST" and run is not None:
+        try:
+            chosen = [int(value) for value in request.POST.getlist("item")]
+            version = make_examples_version(
+                evaluation=evaluation, run=run, item_ids=chosen, created_by=request.user
+            )
+        except (ValueError, ValidationError) as problem:
+            error = "; ".join(problem.messages) if isinstance(problem, ValidationError) else "bad item id"
+        else:
+            messages.success(
+                request, f"{version} made with {len(chosen)} examples: launch a judge run on it."
+            )
+            return redirect("judge_run_create", slug=evaluation.project.slug, pk=evaluation.pk)
+    elif request.method == "POST":
+        error = "Choose a run."
+    context = {
+        "project": evaluation.project,
+        "evaluation": evaluation,
+        "runs": runs,
+        "run": run,
+        "candidates": candidates(evaluation=evaluation, run=run) if run else [],
+        "error": error,
+    }
+    return render(
+        request, "agreement/examples_from_disagreements.html", context, status=400 if error else 200
+    )

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import Evaluation, ExcludedItem, Rater, Rating, RatingRevision
+from .models import Evaluation, ExcludedItem, JudgeOnlyVersion, Rater, Rating, RatingRevision
 
 
 @admin.register(Evaluation)
@@ -42,3 +42,9 @@ class RatingAdmin(admin.ModelAdmin):
 class RatingRevisionAdmin(admin.ModelAdmin):
     list_display = ["rating", "value", "created", "replaced"]
     raw_id_fields = ["rating"]
+
+
+@admin.register(JudgeOnlyVersion)
+class JudgeOnlyVersionAdmin(admin.ModelAdmin):
+    list_display = ["rubric_version", "evaluation", "created"]
+    raw_id_fields = ["evaluation", "rubric_version"]

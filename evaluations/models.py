@@ -9,6 +9,18 @@ class Evaluation(models.Model):
     class Order(models.TextChoices):
         DATASET = "dataset", "Dataset order"
         SHUFFLED = "shuffled", "Shuffled (fixed per evaluation)"
+        JUDGE_UNSURE = "judge_unsure", "Judge least sure first (from the judge ratings when rating starts)"
+
+    class Expertise(models.TextChoices):
+        EXPERTS = "experts", "Experts (epsilon 0.2)"
+        SKILLED = "skilled", "Skilled annotators (epsilon 0.15)"
+        CROWD = "crowd", "Crowd workers (epsilon 0.1)"
+        CUSTOM = "custom", "Custom epsilon"
+
+    class AltTestMetric(models.TextChoices):
+        BY_KIND = "", "By rubric kind"
+        ACCURACY = "accuracy", "Accuracy"
+        NEG_RMSE = "neg_rmse", "Negative RMSE (likert only)"
 
     project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="evaluations")
     dataset = models.ForeignKey("datasets.Dataset", on_delete=models.PROTECT, related_name="evaluations")
@@ -19,6 +31,20 @@ class Evaluation(models.Model):
     overlap = models.PositiveIntegerField(default=3, help_text="Human ratings each item needs (N).")
     reservation_minutes = models.PositiveIntegerField(default=30)
     order = models.CharField(max_length=20, choices=Order.choices, default=Order.DATASET)
+    # The alternative annotator test (agreement.alt_test): epsilon, the benefit granted to a model
+    # for being cheaper than people, by the paper's rule of thumb for who the people are.
+    annotator_expertise = models.CharField(
+        max_length=10, choices=Expertise.choices, default=Expertise.SKILLED
+    )
+    alt_test_epsilon = models.FloatField(
+        default=0.15, help_text="Alt-test epsilon: experts 0.2, skilled 0.15, crowd 0.1, or custom."
+    )
+    alt_test_metric = models.CharField(
+        max_length=10,
+        choices=AltTestMetric.choices,
+        blank=True,
+        help_text="Empty: accuracy for categorical and pairwise rubrics, negative RMSE for likert.",
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -34,6 +60,10 @@ class Evaluation(models.Model):
             models.CheckConstraint(
                 condition=models.Q(reservation_minutes__gte=1), name="evaluation_reservation_positive"
             ),
+            models.CheckConstraint(
+                condition=models.Q(alt_test_epsilon__gte=0, alt_test_epsilon__lt=1),
+                name="evaluation_alt_test_epsilon_in_0_1",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -46,6 +76,13 @@ class Evaluation(models.Model):
         return Item.objects.filter(dataset_id=self.dataset_id).exclude(
             Exists(ExcludedItem.objects.filter(evaluation_id=self.pk, item_id=OuterRef("pk")))
         )
+
+    def judge_versions(self):
+        """Rubric versions judges may run here: the evaluation's own and its judge-only versions."""
+        from rubrics.models import RubricVersion
+
+        own = models.Q(evaluations=self) | models.Q(pk__in=self.judge_only_versions.values("rubric_version"))
+        return RubricVersion.objects.filter(own).distinct()
 
 
 class ExcludedItem(models.Model):
@@ -191,3 +228,30 @@ class RatingRevision(models.Model):
 
     def __str__(self) -> str:
         return f"revision of rating {self.rating_id}: {self.value}"
+
+
+class JudgeOnlyVersion(models.Model):
+    """A later version of one of an evaluation's rubrics that judges may run there but people never rate.
+
+    Made by "examples from disagreements" (agreement.examples): its prompt carries tune-split items
+    of this evaluation as examples; its runs are compared with the people's ratings of the
+    evaluation's own version of the rubric, on the held-out items.
+    """
+
+    evaluation = models.ForeignKey(Evaluation, on_delete=models.CASCADE, related_name="judge_only_versions")
+    rubric_version = models.ForeignKey("rubrics.RubricVersion", on_delete=models.PROTECT, related_name="+")
+    example_items = models.JSONField(default=list, help_text="Ids of the items the prompt shows as examples.")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["evaluation", "rubric_version"], name="one_judge_only_entry_per_version"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.rubric_version} (judges only) in {self.evaluation}"

@@ -200,7 +200,10 @@ class RunChoiceForm(forms.Form):
         )
         versions = evaluation.rubric_versions.select_related("rubric").order_by("rubric__name", "number")
         field = cast(forms.ModelMultipleChoiceField, self.fields["rubric_versions"])
-        field.queryset = versions
+        # Judge-only versions (examples from disagreements) can be picked; the people's are the default.
+        field.queryset = (
+            evaluation.judge_versions().select_related("rubric").order_by("rubric__name", "number")
+        )
         field.initial = [version.pk for version in versions]
 
     def clean_rubric_versions(self) -> list[RubricVersion]:

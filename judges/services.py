@@ -148,7 +148,7 @@ def check_launch(*, judge: Judge, evaluation: Evaluation, rubric_version: Rubric
         raise ValidationError(
             f"Judge {judge.name} belongs to another project than evaluation {evaluation.name}."
         )
-    if not evaluation.rubric_versions.filter(pk=rubric_version.pk).exists():
+    if not evaluation.judge_versions().filter(pk=rubric_version.pk).exists():
         raise ValidationError(f"Rubric version {rubric_version} is not part of evaluation {evaluation.name}.")
     if judge.archived:
         raise ValidationError(f"Judge {judge.name} is archived; edit it to bring it back before a new run.")

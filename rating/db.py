@@ -2,20 +2,21 @@
 
 from django.db import connection
 
+from agreement.uncertainty import item_uncertainty, unsure_first_rank
 from datasets.models import Item
 from evaluations.models import Evaluation, ExcludedItem
 
 from .models import Slot, shuffled_rank
 
 
-def insert_slots(*, evaluation: Evaluation, shuffled: bool) -> None:
+def insert_slots(*, evaluation: Evaluation, shuffled: bool, unsure_first: bool = False) -> None:
     """Queue the evaluation's items that have no slot yet and are not excluded (all of them, the first
     time): one INSERT ... SELECT on PostgreSQL (its md5 gives the same shuffled rank as `shuffled_rank`),
-    bulk_create elsewhere."""
-    if connection.vendor == "postgresql":
+    bulk_create elsewhere and for `unsure_first` (ranked by the judges' uncertainty, computed in Python)."""
+    if connection.vendor == "postgresql" and not unsure_first:
         _insert_in_sql(evaluation=evaluation, shuffled=shuffled)
     else:
-        _insert_in_python(evaluation=evaluation, shuffled=shuffled)
+        _insert_in_python(evaluation=evaluation, shuffled=shuffled, unsure_first=unsure_first)
 
 
 def _insert_in_sql(*, evaluation: Evaluation, shuffled: bool) -> None:
@@ -39,16 +40,21 @@ def _insert_in_sql(*, evaluation: Evaluation, shuffled: bool) -> None:
         )
 
 
-def _insert_in_python(*, evaluation: Evaluation, shuffled: bool) -> None:
+def _insert_in_python(*, evaluation: Evaluation, shuffled: bool, unsure_first: bool = False) -> None:
+    """Slots for the items without one; `unsure_first`: by the judges' uncertainty (agreement.uncertainty)."""
     queued = set(Slot.objects.filter(evaluation=evaluation).values_list("item_id", flat=True))
     items = evaluation.items().values_list("id", "position")
+    unsure = item_uncertainty(evaluation) if unsure_first else {}
+
+    def rank(item_id: int, position: int) -> int:
+        if not shuffled:
+            return position
+        tie = shuffled_rank(evaluation_id=evaluation.pk, item_id=item_id)
+        return unsure_first_rank(unsure.get(item_id, 0.0), tie) if unsure_first else tie
+
     Slot.objects.bulk_create(
         (
-            Slot(
-                evaluation=evaluation,
-                item_id=item_id,
-                rank=shuffled_rank(evaluation_id=evaluation.pk, item_id=item_id) if shuffled else position,
-            )
+            Slot(evaluation=evaluation, item_id=item_id, rank=rank(item_id, position))
             for item_id, position in items.iterator(chunk_size=5000)
             if item_id not in queued
         ),

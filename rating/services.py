@@ -81,7 +81,9 @@ def ensure_slots(*, evaluation: Evaluation) -> None:
         Evaluation.objects.select_for_update().filter(pk=evaluation.pk).values_list("pk").first()
         if _queue_length(evaluation) >= _dataset_size(evaluation):
             return
-        db.insert_slots(evaluation=evaluation, shuffled=evaluation.order == Evaluation.Order.SHUFFLED)
+        unsure = evaluation.order == Evaluation.Order.JUDGE_UNSURE
+        shuffled = unsure or evaluation.order == Evaluation.Order.SHUFFLED
+        db.insert_slots(evaluation=evaluation, shuffled=shuffled, unsure_first=unsure)
 
 
 def _queue_length(evaluation: Evaluation) -> int:

@@ -30,3 +30,35 @@ def evaluation_agreement_summary(context, evaluation):
         "cached": report is not None,
         "headlines": headlines,
     }
+
+
+@register.inclusion_tag("agreement/alt_test_settings.html#alt-test-settings", takes_context=True)
+def evaluation_alt_test_settings(context, evaluation):
+    """The alt-test's epsilon and metric, editable on the evaluation page."""
+    from agreement.forms import AltTestSettingsForm
+
+    return {
+        "evaluation": evaluation,
+        "project": evaluation.project,
+        "request": context.get("request"),
+        "csrf_token": context.get("csrf_token"),
+        "alt_test_form": AltTestSettingsForm(instance=evaluation),
+    }
+
+
+@register.filter
+def split_rows(rater: dict) -> list[dict]:
+    """[{label, tune, held_out}] of a model's figures on the tune and held-out items (report JSON `split`)."""
+    from agreement.presentation import metric_rows
+
+    split = rater.get("split") or {}
+    tune = {row["metric"]: row for row in metric_rows(split.get("tune", {}))}
+    held = {row["metric"]: row for row in metric_rows(split.get("held_out", {}))}
+    return [
+        {
+            "label": row["label"],
+            "tune": row["value"],
+            "held_out": held[metric]["value"] if metric in held else "–",
+        }
+        for metric, row in tune.items()
+    ]

@@ -4,7 +4,9 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from agreement.alt_test import METRICS
 from agreement.report import DEFAULT_RESAMPLES, DEFAULT_SEED, build_report, build_reports_by
+from agreement.stand_in import AltTestSettings
 from evaluations.models import Evaluation
 
 
@@ -32,6 +34,16 @@ class Command(BaseCommand):
         parser.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help="Bootstrap resamples.")
         parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="Bootstrap seed.")
         parser.add_argument(
+            "--epsilon",
+            type=float,
+            help="Alt-test epsilon, 0 to 1, of the evaluation's (experts 0.2, skilled 0.15, crowd 0.1).",
+        )
+        parser.add_argument(
+            "--alt-test-metric",
+            choices=METRICS,
+            help="Alt-test alignment score for likert rubrics (default: the evaluation's, else neg_rmse).",
+        )
+        parser.add_argument(
             "--json", action="store_true", help="Print JSON (documented in docs/agreement.md)."
         )
 
@@ -40,12 +52,16 @@ class Command(BaseCommand):
         where = parse_where(options["where"])
         if options["resamples"] < 0:
             raise CommandError("--resamples must be 0 or more")
+        epsilon = options["epsilon"]
+        if epsilon is not None and not 0 <= epsilon < 1:
+            raise CommandError(f"--epsilon {epsilon:g}: give a value from 0 up to (not including) 1")
         common = {
             "evaluation": evaluation,
             "rubric": options["rubric"],
             "where": where,
             "resamples": options["resamples"],
             "seed": options["seed"],
+            "alt_test": AltTestSettings.of(evaluation, epsilon=epsilon, metric=options["alt_test_metric"]),
         }
         try:
             by = options["by"]
@@ -92,6 +108,7 @@ class Command(BaseCommand):
                     f"kappa {fmt(major.get('cohen_kappa'))}; parse failures {rater['parse_failures']}"
                 )
                 self.stdout.write(f"    {rater['verdict']['text']}")
+                self.stdout.write(f"    {rater['alt_test']['text']}")
 
 
 def fmt(value) -> str:

@@ -69,7 +69,8 @@ class Command(BaseCommand):
         if number:
             if not number.isdigit():
                 raise CommandError(f"--rubric {spec!r}: the version after @ must be a number.")
-            versions = versions.filter(number=int(number))
+            # NAME@V may also name a judge-only version (examples from disagreements).
+            versions = evaluation.judge_versions().filter(rubric__name=name, number=int(number))
         version = versions.order_by("-number").first()
         if version is None:
             available = ", ".join(str(v) for v in evaluation.rubric_versions.select_related("rubric"))

@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('datasets', '0004_upload_job_heartbeat'),
-        ('evaluations', '0002_frozen_rubric_versions'),
+        ('evaluations', '0005_judge_unsure_order'),
     ]
 
     operations = [

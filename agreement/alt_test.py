@@ -1,0 +1,212 @@
+"""The alternative annotator test (Calderon, Reichart & Dror, ACL 2025), as pure functions over arrays.
+
+Can a model stand in for the people? Leave one person out at a time. On each item that person
+rated (among items the model rated and two or more people rated), score the model and the
+left-out person by how well each represents the remaining people: accuracy (share of the
+remaining people whose label it matches) or negative RMSE against their values. Indicator
+"model >= person" and "person >= model" per item (a tie counts for both). A one-sided one-sample
+t-test of (person indicator - model indicator) against epsilon (alternative: less) asks whether
+the person's advantage is below epsilon, the benefit granted to the model for being cheap;
+Benjamini-Yekutieli at q across the people tested; the winning rate is the share of people whose
+null is rejected (the model passes at >= 0.5), the advantage probability the mean over people of
+the model's indicator mean. Persons with fewer than `min_items` such items are left out (the
+t-test needs about 30), and named.
+
+Scores are compared without dividing: both sides of an item are averaged over the same remaining
+people, so "model >= person" is "model's hits >= person's hits" (accuracy) or "model's squared
+error <= person's" (RMSE), which is exactly what comparing the averages decides. Both come from
+per-item sums over all people with the left-out person's own term taken away (RowSums), so each
+person costs O(items), not O(items x people); with integer labels every sum is exact.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+ACCURACY = "accuracy"
+NEG_RMSE = "neg_rmse"
+METRICS = (ACCURACY, NEG_RMSE)
+# The paper's rule of thumb for epsilon by who the people are.
+EPSILON_BY_EXPERTISE = {"experts": 0.2, "skilled": 0.15, "crowd": 0.1}
+Q_FDR = 0.05
+MIN_PEOPLE_PER_ITEM = 2
+MIN_ITEMS_PER_PERSON = 30
+# The paper's guidance for a test with power: 50-100 items, three or more people.
+POWER_ITEMS = 50
+POWER_PEOPLE = 3
+
+
+@dataclass(frozen=True)
+class PersonResult:
+    person: int  # column of `people`
+    items: int
+    p_value: float
+    rejected: bool
+    advantage: float  # mean of the model's indicator "model >= person" on this person's items
+
+
+@dataclass(frozen=True)
+class AltTestResult:
+    epsilon: float
+    metric: str
+    q: float
+    items: int  # items the model rated that two or more people rated
+    people: list[PersonResult] = field(default_factory=list)
+    left_out: list[tuple[int, int]] = field(default_factory=list)  # (column, items) below min_items
+
+    @property
+    def winning_rate(self) -> float | None:
+        if not self.people:
+            return None
+        return sum(p.rejected for p in self.people) / len(self.people)
+
+    @property
+    def advantage_probability(self) -> float | None:
+        if not self.people:
+            return None
+        return float(np.mean([p.advantage for p in self.people]))
+
+    @property
+    def passed(self) -> bool | None:
+        rate = self.winning_rate
+        return None if rate is None else rate >= 0.5
+
+
+def alt_test(
+    model: np.ndarray,
+    people: np.ndarray,
+    *,
+    metric: str,
+    epsilon: float,
+    q: float = Q_FDR,
+    min_people: int = MIN_PEOPLE_PER_ITEM,
+    min_items: int = MIN_ITEMS_PER_PERSON,
+) -> AltTestResult:
+    """The alt-test of one model against the people.
+
+    `model`: (items,) the model's value per item, NaN where it has none. `people`: (items, persons)
+    each person's value, NaN where missing. For accuracy the values are compared for equality
+    (pass category codes); for neg_rmse they are numbers.
+    """
+    if metric not in METRICS:
+        raise ValueError(f"unknown alt-test metric {metric!r}; use one of {', '.join(METRICS)}")
+    present = np.isfinite(people)
+    kept = np.isfinite(model) & (present.sum(axis=1) >= min_people)
+    rated = people[kept]
+    sums = RowSums.of(model[kept], rated, metric)
+    results, left_out = [], []
+    for person in range(people.shape[1]):
+        mine = np.isfinite(rated[:, person])
+        count = int(mine.sum())
+        if count < min_items:
+            left_out.append((person, count))
+            continue
+        model_ind, person_ind = sums.indicators(mine, rated[mine, person])
+        results.append((person, count, one_sided_p(person_ind - model_ind, epsilon), float(model_ind.mean())))
+    rejected = benjamini_yekutieli([r[2] for r in results], q)
+    return AltTestResult(
+        epsilon=epsilon,
+        metric=metric,
+        q=q,
+        items=int(kept.sum()),
+        people=[
+            PersonResult(person=p, items=n, p_value=pv, rejected=bool(rej), advantage=adv)
+            for (p, n, pv, adv), rej in zip(results, rejected, strict=True)
+        ],
+        left_out=left_out,
+    )
+
+
+@dataclass(frozen=True)
+class RowSums:
+    """Per item, sums over every person who rated it, from which one person's own term is removed.
+
+    Accuracy: `model_hits` (people who gave the model's label) and `counts` (items x labels).
+    Negative RMSE: the count, sum and sum of squares of the people's values.
+    """
+
+    metric: str
+    model: np.ndarray
+    count: np.ndarray
+    total: np.ndarray | None = None
+    squares: np.ndarray | None = None
+    model_hits: np.ndarray | None = None
+    labels: np.ndarray | None = None
+    counts: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, model: np.ndarray, people: np.ndarray, metric: str) -> RowSums:
+        present = np.isfinite(people)
+        filled = np.where(present, people, 0.0)
+        count = present.sum(axis=1)
+        if metric != ACCURACY:
+            return cls(metric, model, count, total=filled.sum(axis=1), squares=(filled**2).sum(axis=1))
+        labels = np.unique(people[present])
+        counts = np.zeros((people.shape[0], labels.shape[0]), dtype=np.int64)
+        for n, label in enumerate(labels):  # a handful of labels: one pass each
+            counts[:, n] = (people == label).sum(axis=1)
+        hits = ((filled == model[:, None]) & present).sum(axis=1)
+        return cls(metric, model, count, model_hits=hits, labels=labels, counts=counts)
+
+    def indicators(self, rows: np.ndarray, own: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(model >= person, person >= model) on `rows`, where the left-out person gave `own`."""
+        model = self.model[rows]
+        if self.metric == ACCURACY:
+            assert self.model_hits is not None and self.counts is not None and self.labels is not None
+            model_score = self.model_hits[rows] - (model == own)
+            person_score = self.counts[rows, np.searchsorted(self.labels, own)] - 1
+        else:
+            assert self.total is not None and self.squares is not None
+            n, s, q = self.count[rows] - 1, self.total[rows] - own, self.squares[rows] - own**2
+            # Minus the squared error against the others: sum (v - x)^2 = q - 2 x s + n x^2.
+            model_score = -(q - 2 * model * s + n * model**2)
+            person_score = -(q - 2 * own * s + n * own**2)
+        return (model_score >= person_score).astype(np.float64), (person_score >= model_score).astype(
+            np.float64
+        )
+
+
+def indicators(
+    model: np.ndarray, people: np.ndarray, person: int, metric: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per item, (model >= person, person >= model) as 0/1 against the people other than `person`,
+    summing over the others directly (the definition; RowSums gives the same faster)."""
+    others = np.isfinite(people)
+    others[:, person] = False
+    filled = np.where(others, people, 0.0)
+    left_out = people[:, person]
+    if metric == ACCURACY:
+        model_score = ((filled == model[:, None]) & others).sum(axis=1)
+        person_score = ((filled == left_out[:, None]) & others).sum(axis=1)
+    else:  # negative RMSE: a smaller squared error is a higher score
+        model_score = -(np.where(others, (filled - model[:, None]) ** 2, 0.0)).sum(axis=1)
+        person_score = -(np.where(others, (filled - left_out[:, None]) ** 2, 0.0)).sum(axis=1)
+    return (model_score >= person_score).astype(np.float64), (person_score >= model_score).astype(np.float64)
+
+
+def one_sided_p(differences: np.ndarray, epsilon: float) -> float:
+    """p-value of H0: mean(person - model indicator) >= epsilon, against "less" (SciPy's t-test)."""
+    from scipy.stats import ttest_1samp  # scipy.stats takes seconds to import: only when a test runs
+
+    with warnings.catch_warnings():
+        # Identical differences (e.g. the model always at least as good) are a valid, extreme sample.
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return float(ttest_1samp(differences, epsilon, alternative="less").pvalue)
+
+
+def benjamini_yekutieli(p_values: list[float], q: float) -> list[bool]:
+    """Which nulls Benjamini-Yekutieli rejects at false discovery rate q (an undefined p never is)."""
+    if not p_values:
+        return []
+    from scipy.stats import false_discovery_control
+
+    p = np.array(p_values, dtype=np.float64)
+    p = np.where(np.isfinite(p), p, 1.0)
+    return (false_discovery_control(p, method="by") <= q).tolist()
+
+
+def epsilon_for(expertise: str) -> float:
+    return EPSILON_BY_EXPERTISE[expertise]
