@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from operator import itemgetter
 from typing import Any
 
 import numpy as np
 from django.apps import apps
-from django.contrib.postgres.aggregates import ArrayAgg
-from django.db import connection
 from django.db.models import TextField
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
@@ -17,6 +14,8 @@ from django.db.models.functions import Cast
 from datasets.models import Item
 from evaluations.models import Evaluation, Rater, Rating
 from rubrics.models import RubricVersion
+
+from . import db
 
 
 @dataclass(frozen=True)
@@ -52,10 +51,7 @@ class RubricRatings:
 def load_ratings(*, evaluation: Evaluation, version: RubricVersion) -> RubricRatings:
     """Every current rating of `version` in `evaluation`, in one values_list query."""
     ratings = Rating.objects.filter(evaluation=evaluation, rubric_version=version)
-    if connection.vendor == "postgresql":
-        item_ids, rater_ids, texts, text_codes, failed = _read_grouped(ratings)
-    else:
-        item_ids, rater_ids, texts, text_codes, failed = _read_rows(ratings)
+    item_ids, rater_ids, texts, text_codes, failed = db.read_ratings(ratings)
     kind = version.rubric.kind
     labels, label_values = scale_of(version)
     values, invalid, labels, label_values = _parse_values(
@@ -71,43 +67,6 @@ def load_ratings(*, evaluation: Evaluation, version: RubricVersion) -> RubricRat
         values=values,
         parse_failed=failed,
         invalid=invalid,
-    )
-
-
-def _read_grouped(ratings) -> tuple:
-    """PostgreSQL: one row per distinct (value, parse_failed) with the item and rater ids as arrays.
-
-    A rubric has a handful of distinct values, so this moves a few arrays instead of one Python
-    tuple per rating: the same ratings, read in about half the time.
-    """
-    groups = list(
-        ratings.values_list("value", "parse_failed")
-        .annotate(items=ArrayAgg("item_id"), raters=ArrayAgg("rater_id"))
-        .order_by()
-    )
-    sizes = [len(group[2]) for group in groups]
-    empty = np.zeros(0, dtype=np.int64)
-    item_ids = np.concatenate([np.array(g[2], dtype=np.int64) for g in groups]) if groups else empty
-    rater_ids = np.concatenate([np.array(g[3], dtype=np.int64) for g in groups]) if groups else empty
-    text_codes = np.repeat(np.arange(len(groups), dtype=np.int64), sizes)
-    failed = np.repeat(np.array([bool(g[1]) for g in groups], dtype=bool), sizes)
-    return item_ids, rater_ids, [g[0] for g in groups], text_codes, failed
-
-
-def _read_rows(ratings) -> tuple:
-    """Any database: one tuple per rating, taken apart column by column (cheaper than zip(*rows))."""
-    rows = list(ratings.values_list("item_id", "rater_id", "value", "parse_failed"))
-    count = len(rows)
-    seen: dict[str, int] = {}
-    text_codes = np.fromiter(
-        (seen.setdefault(text, len(seen)) for text in map(itemgetter(2), rows)), dtype=np.int64, count=count
-    )
-    return (
-        np.fromiter(map(itemgetter(0), rows), dtype=np.int64, count=count),
-        np.fromiter(map(itemgetter(1), rows), dtype=np.int64, count=count),
-        list(seen),
-        text_codes,
-        np.fromiter(map(itemgetter(3), rows), dtype=bool, count=count),
     )
 
 

@@ -25,13 +25,8 @@ from agreement.reading import metadata_keys
 from agreement.services import cached_report, report_for_page
 from datasets.models import Item
 from evaluations.models import Evaluation, Rating
-from projects.access import RESEARCHER, get_project_for
+from projects.access import get_evaluation_for
 from rubrics.models import RubricVersion
-
-
-def _evaluation(request, slug: str, pk: int) -> Evaluation:
-    project = get_project_for(request.user, slug, role=RESEARCHER)
-    return get_object_or_404(Evaluation.objects.select_related("project", "dataset"), project=project, pk=pk)
 
 
 def _where(request) -> dict[str, str]:
@@ -44,7 +39,7 @@ def _where(request) -> dict[str, str]:
 @require_GET
 @login_required
 def agreement_report(request, slug: str, pk: int):
-    evaluation = _evaluation(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk)
     where = _where(request)
     page = report_for_page(evaluation=evaluation, where=where)
     report = page.payload
@@ -107,7 +102,7 @@ def _nav_query(version_id: int | None, model: str) -> str:
 @login_required
 def agreement_disagreements(request, slug: str, pk: int):
     """Every item where one model disagrees with the people under one rubric version, a page at a time."""
-    evaluation = _evaluation(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk)
     version, model, entries = _disagreements_of(request, evaluation)
     page_obj = Paginator(entries, DISAGREEMENTS_PER_PAGE).get_page(request.GET.get("page"))
     context = {
@@ -145,7 +140,7 @@ def _filename(evaluation: Evaluation, where: dict[str, str], suffix: str) -> str
 @require_GET
 @login_required
 def agreement_report_json(request, slug: str, pk: int):
-    evaluation = _evaluation(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk)
     where = _where(request)
     report, _ = cached_report(evaluation=evaluation, where=where)
     response = JsonResponse(report, json_dumps_params={"indent": 2, "ensure_ascii": False})
@@ -156,7 +151,7 @@ def agreement_report_json(request, slug: str, pk: int):
 @require_GET
 @login_required
 def agreement_report_csv(request, slug: str, pk: int):
-    evaluation = _evaluation(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk)
     where = _where(request)
     report, _ = cached_report(evaluation=evaluation, where=where)
     response = HttpResponse(report_csv(report), content_type="text/csv; charset=utf-8")
@@ -167,7 +162,7 @@ def agreement_report_csv(request, slug: str, pk: int):
 @require_GET
 @login_required
 def agreement_item(request, slug: str, pk: int, item_pk: int):
-    evaluation = _evaluation(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk)
     item = get_object_or_404(Item, pk=item_pk, dataset_id=evaluation.dataset_id)
     ratings = (
         Rating.objects.filter(evaluation=evaluation, item=item)
@@ -192,7 +187,7 @@ def agreement_item(request, slug: str, pk: int, item_pk: int):
 @login_required
 def alt_test_settings(request, slug: str, pk: int):
     """Who the people are (hence the alt-test's epsilon) and the alignment score (evaluation page)."""
-    evaluation = _evaluation(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk)
     form = AltTestSettingsForm(request.POST or None, instance=evaluation)
     saved = request.method == "POST" and form.is_valid()
     if saved:
@@ -213,7 +208,7 @@ def alt_test_settings(request, slug: str, pk: int):
 @login_required
 def compare_runs_page(request, slug: str, pk: int):
     """Two model runs (two judges, or two rubric versions) side by side on the same items."""
-    evaluation = _evaluation(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk)
     runs = runs_of(evaluation)
     chosen = {side: request.GET.get(side, "") for side in ("a", "b")}
     comparison, error = None, ""
@@ -242,7 +237,7 @@ def compare_runs_page(request, slug: str, pk: int):
 def examples_from_disagreements(request, slug: str, pk: int):
     """GET: tune items where the people agree and the chosen run did not. POST: a new rubric version
     showing the ticked ones as examples, judge-only in this evaluation and ready to run."""
-    evaluation = _evaluation(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk)
     runs = runs_of(evaluation)
     key = request.POST.get("run") or request.GET.get("run", "")
     run = next((r for r in runs if r.key == key), None)

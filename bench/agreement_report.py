@@ -197,10 +197,10 @@ def main() -> None:
             return build_report(evaluation=evaluation, resamples=args.resamples)
 
         read_seconds, rows, report_seconds, report = interleaved(args.repeat, read, report_once)
-        from agreement.reading import _read_grouped
+        from agreement.db import read_grouped
 
         ratings = Rating.objects.filter(evaluation=evaluation, rubric_version=version)
-        grouped_seconds = min(timed(lambda: _read_grouped(ratings))[0] for _ in range(args.repeat))
+        grouped_seconds = min(timed(lambda: read_grouped(ratings))[0] for _ in range(args.repeat))
         if args.profile:
             import cProfile
             import pstats

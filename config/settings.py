@@ -89,21 +89,29 @@ def env_url(name: str, default: str, *, schemes: set[str]) -> str:
     return raw
 
 
+def sqlite_database(path: Path) -> dict:
+    """SQLite as the embedded default runs it, for var/concord.sqlite3 and for a sqlite:// DATABASE_URL."""
+    return {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": path,
+        "OPTIONS": {
+            # WAL lets the web process read while the worker writes; IMMEDIATE takes the
+            # write lock at BEGIN so two writers wait instead of failing mid-transaction.
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        },
+        # A file rather than Django's in-memory default, so that Celery worker processes started by
+        # the tests open the same test database.
+        "TEST": {"NAME": str(path.with_name(env_str("CONCORD_TEST_DB", f"test_{path.name}")))},
+    }
+
+
 def database_from_env() -> dict:
     raw = os.environ.get("DATABASE_URL", "").strip()
     if not raw:
         VAR_DIR.mkdir(parents=True, exist_ok=True)
-        return {
-            "ENGINE": "django.db.backends.sqlite3",
-            "NAME": VAR_DIR / "concord.sqlite3",
-            "OPTIONS": {
-                # WAL lets the web process read while the worker writes; IMMEDIATE takes the
-                # write lock at BEGIN so two writers wait instead of failing mid-transaction.
-                "transaction_mode": "IMMEDIATE",
-                "timeout": 20,
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-            },
-        }
+        return sqlite_database(VAR_DIR / "concord.sqlite3")
     scheme = urlparse(raw).scheme
     if scheme not in {"postgres", "postgresql", "sqlite"}:
         raise ImproperlyConfigured(
@@ -113,6 +121,12 @@ def database_from_env() -> dict:
         config: dict = dict(dj_database_url.parse(raw, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60)))
     except Exception as error:  # dj-database-url raises several types for bad URLs
         raise ImproperlyConfigured(f"DATABASE_URL is malformed: {error}") from None
+    if config["ENGINE"].endswith("sqlite3"):
+        if config["NAME"] in {"", ":memory:"}:
+            raise ImproperlyConfigured(
+                f"DATABASE_URL must name an SQLite file (sqlite:///path/to/file), not {raw!r}"
+            )
+        return sqlite_database(Path(config["NAME"]))
     if config["ENGINE"].endswith("postgresql"):
         # Each tester (and xdist worker) can keep its own test database.
         config["TEST"] = {"NAME": env_str("CONCORD_TEST_DB", "test_concord")}
@@ -265,6 +279,9 @@ if CELERY_BROKER_URL == "filesystem://":
 else:
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600)}
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+# Tasks go to this queue and workers take from it; installations (or test processes) sharing one broker
+# keep apart by naming their own.
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "celery")
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True

@@ -9,36 +9,25 @@ bulk_create elsewhere. An import therefore lands completely or not at all.
 
 from __future__ import annotations
 
-import json
 import re
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from queue import Queue
 from typing import IO, Any
 
 import ftfy
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Max
-from psycopg.copy import QueuedLibpqWriter
 
-from .models import Dataset, Item
+from . import db
+from .models import Dataset
 from .readers import Encoding, EntryStream, FileRefused, detect_encoding, detect_format
 from .records import ItemRecord, RecordError, check_item_object
-from .search import search_words
 
 MAX_REPORTED = 1000  # problems and repairs kept for display; counts are always complete
 PROGRESS_EVERY = 2000  # items between progress callbacks
-BULK_BATCH = 2000
-COPY_STATEMENT = (
-    "COPY datasets_item (dataset_id, external_id, position, context, response, baseline, metadata, "
-    "search_text, search_words) FROM STDIN"
-)
-COPY_BATCH_CHARS = 1 << 20
-ANALYZE_AFTER = 10_000  # items; a bulk load this large makes the table's statistics stale
-COPY_QUEUE_CHUNKS = 16  # of at most 128 KiB each
 
 # UTF-8 read as Latin-1/Windows-1252 leaves a lead byte (Â..ô) before a continuation byte (U+0080..U+00BF
 # or its Windows-1252 look-alikes). Text without such a pair cannot be that mojibake, so ftfy (slow) is
@@ -146,7 +135,7 @@ def import_dataset(
             "user": user,
             "filename": path.name,
         }
-        if connection.vendor == "postgresql" and progress is None:
+        if db.loads_while_checking() and progress is None:
             _import_while_copying(checker, **destination)
         else:
             _import_through_spool(checker, progress=progress, **destination)
@@ -154,11 +143,8 @@ def import_dataset(
         result.add_error(refused.error)
     if result.error_count:
         result.created, result.dataset = 0, None
-    elif result.created >= ANALYZE_AFTER and connection.vendor == "postgresql":
-        # Fresh statistics let the planner choose between the trigram and the position index at once,
-        # rather than after autovacuum gets round to the table.
-        with connection.cursor() as cursor:
-            cursor.execute("ANALYZE datasets_item")
+    else:
+        db.refresh_statistics(loaded=result.created)
     return result
 
 
@@ -249,16 +235,6 @@ class _Checker:
             progress(total, result.created)
 
 
-class _BoundedQueuedWriter(QueuedLibpqWriter):
-    """psycopg's queued writer sends COPY data from a thread, so checking the next items overlaps with the
-    server loading the last ones. Its queue holds up to 1024 chunks (~128 MB) when the server is the
-    slower side; a short queue keeps the server just as busy with memory that does not grow."""
-
-    def __init__(self, cursor):
-        super().__init__(cursor)
-        self._queue = Queue(maxsize=COPY_QUEUE_CHUNKS)  # type: ignore[assignment]  # same class at runtime
-
-
 class _Refused(Exception):
     """Raised inside the import transaction to roll it back once the file turned out to have problems."""
 
@@ -274,23 +250,12 @@ def _import_while_copying(
         with transaction.atomic():
             dataset = _open_dataset(project=project, name=name, target=target, user=user, filename=filename)
             checker.against(dataset if target is not None else None)
-            with connection.cursor() as cursor:
-                raw = cursor.cursor
-                with raw.copy(COPY_STATEMENT, writer=_BoundedQueuedWriter(raw)) as copy:
-                    prefix, size = f"{dataset.pk}\t", 0
-                    batch: list[str] = []
-                    for record, position in checker.records():
-                        if result.error_count:
-                            continue
-                        line = _copy_line(record, position)
-                        batch += (prefix, line)
-                        size += len(line)
-                        if size > COPY_BATCH_CHARS:
-                            copy.write("".join(batch))
-                            batch, size = [], 0
-                    if result.error_count:
-                        raise _Refused
-                    copy.write("".join(batch))
+            with db.item_copy(dataset.pk) as write:
+                for record, position in checker.records():
+                    if result.error_count == 0:
+                        write(record, position)
+                if result.error_count:
+                    raise _Refused
             _count_items(dataset)
     except _Refused:
         return
@@ -331,10 +296,7 @@ def _import_through_spool(
                     if (top if top is not None else -1) + 1 != checker.base:
                         raise FileRefused("the dataset changed while this file was checked; import it again")
                 spool.seek(0)
-                if connection.vendor == "postgresql":
-                    _copy_into(spool, dataset.pk)
-                else:
-                    _bulk_create(spool, dataset)
+                db.load_spool(spool, dataset)
                 _count_items(dataset)
         except IntegrityError as error:
             raise FileRefused(f"the database refused the items ({error}); nothing was imported") from None
@@ -427,17 +389,7 @@ def _difference(before: str, after: str, context: int = 12) -> tuple[str, str]:
     return before[left : end_b + context], after[left : end_a + context]
 
 
-def search_text(record) -> str:
-    """What the item browser searches: the id and every text, lower-cased."""
-    parts = [record.external_id]
-    parts.extend(turn["text"] for turn in record.context)
-    parts.append(record.response["text"])
-    if record.baseline:
-        parts.append(record.baseline["text"])
-    return "\n".join(parts).lower()
-
-
-# ---------------------------------------------------------------- spool and write
+# ---------------------------------------------------------------- spool
 
 
 class _spool:
@@ -454,89 +406,9 @@ class _spool:
 
 
 def _row_writer(spool: IO[str]) -> Callable[[ItemRecord, int], None]:
-    line = _copy_line if connection.vendor == "postgresql" else _json_line
+    line = db.spool_line
 
     def write(record: ItemRecord, position: int) -> None:
         spool.write(line(record, position))
 
     return write
-
-
-def _copy_escape(value: str) -> str:
-    # COPY text format: backslash, newline, carriage return and tab are escaped.
-    if "\\" in value:
-        value = value.replace("\\", "\\\\")
-    if "\n" in value:
-        value = value.replace("\n", "\\n")
-    if "\r" in value:
-        value = value.replace("\r", "\\r")
-    if "\t" in value:
-        value = value.replace("\t", "\\t")
-    return value
-
-
-_ENCODER = json.JSONEncoder(ensure_ascii=False)
-
-
-def _dumps(value: Any) -> str:
-    return _ENCODER.encode(value)
-
-
-def _copy_line(record: ItemRecord, position: int) -> str:
-    baseline = "\\N" if record.baseline is None else _copy_escape(_dumps(record.baseline))
-    fields = [
-        _copy_escape(record.external_id),
-        str(position),
-        _copy_escape(_dumps(record.context)),
-        _copy_escape(_dumps(record.response)),
-        baseline,
-        _copy_escape(_dumps(record.metadata)),
-        _copy_escape(text := search_text(record)),
-        search_words(text),  # words only: nothing COPY would escape
-    ]
-    return "\t".join(fields) + "\n"
-
-
-def _json_line(record: ItemRecord, position: int) -> str:
-    row = [record.external_id, position, record.context, record.response, record.baseline, record.metadata]
-    return json.dumps(row, ensure_ascii=False) + "\n"
-
-
-def _copy_into(spool: IO[str], dataset_id: int) -> None:
-    prefix = f"{dataset_id}\t"
-    with connection.cursor() as cursor:
-        raw = cursor.cursor
-        with raw.copy(COPY_STATEMENT) as copy:
-            batch: list[str] = []
-            size = 0
-            for line in spool:
-                batch.append(prefix)
-                batch.append(line)
-                size += len(line)
-                if size > COPY_BATCH_CHARS:
-                    copy.write("".join(batch))
-                    batch, size = [], 0
-            if batch:
-                copy.write("".join(batch))
-
-
-def _bulk_create(spool: IO[str], dataset: Dataset) -> None:
-    batch: list[Item] = []
-    for line in spool:
-        external_id, position, context, response, baseline, metadata = json.loads(line)
-        item = Item(
-            dataset=dataset,
-            external_id=external_id,
-            position=position,
-            context=context,
-            response=response,
-            baseline=baseline,
-            metadata=metadata,
-        )
-        item.search_text = search_text(item)
-        batch.append(item)
-        if len(batch) >= BULK_BATCH:
-            Item.objects.bulk_create(batch)
-            batch = []
-    if batch:
-        Item.objects.bulk_create(batch)

@@ -1,12 +1,7 @@
 from __future__ import annotations
 
-import json
-
 from django.contrib.auth.decorators import login_required
-from django.db import connection
-from django.db.models import BooleanField, Q, QuerySet
-from django.db.models.expressions import RawSQL
-from django.db.models.fields.json import KeyTransform
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
@@ -14,10 +9,10 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from projects.access import RESEARCHER, get_project_for
 
+from . import db
 from .forms import ColumnMappingForm, DatasetUploadForm
 from .jobs import create_upload_job, set_mapping, start_upload_job
 from .models import Dataset, Item, UploadJob
-from .search import UNINDEXED, is_one_word, words_query
 from .uploads import SizeLimitHandler, store_upload, upload_limit
 
 PAGE_SIZES = [25, 50, 100, 200]
@@ -171,52 +166,15 @@ def _filtered_items(dataset: Dataset, *, query: str, meta: str) -> tuple[QuerySe
     items = Item.objects.filter(dataset=dataset).order_by("position")
     problem = ""
     if query:
-        items = items.filter(_text_matches(query) | Q(external_id=query))
+        items = items.filter(db.text_matches(query) | Q(external_id=query))
     if meta:
         key, sep, value = meta.partition("=")
         key, value = key.strip(), value.strip()
         if not sep or not key:
             problem = "Filter metadata as key=value, for example topic=Concert."
-        elif connection.vendor == "postgresql":
-            # jsonb containment uses the GIN index; 'turns=6' also matches the number 6.
-            condition = Q(metadata__contains={key: value})
-            parsed = _json_scalar(value)
-            if parsed is not None:
-                condition |= Q(metadata__contains={key: parsed})
-            items = items.filter(condition)
         else:
-            # KeyTransform rather than metadata__<key>, so a key named like a lookup stays a key.
-            items = items.alias(meta_value=KeyTransform(key, "metadata"))
-            condition = Q(meta_value=value)
-            parsed = _json_scalar(value)
-            if parsed is not None:
-                condition |= Q(meta_value=parsed)
-            items = items.filter(condition)
+            items = db.metadata_filter(items, key=key, value=value)
     return items, problem
-
-
-def _text_matches(query: str) -> Q:
-    """Items whose search_text (lower-cased) contains `query`; on PostgreSQL from the start of a word,
-    narrowed first by the GIN index of the items' words (datasets/search.py)."""
-    contains = Q(search_text__contains=query.lower())
-    wanted = words_query(query) if connection.vendor == "postgresql" else None
-    if wanted is None:
-        return contains
-    if is_one_word(query.lower()):
-        return Q(_matches(f"'{query.lower()}':*")) | (Q(_matches(UNINDEXED)) & contains)
-    return Q(_matches(wanted)) & contains
-
-
-def _matches(tsquery: str) -> RawSQL:
-    return RawSQL("search_words @@ %s::tsquery", (tsquery,), output_field=BooleanField())
-
-
-def _json_scalar(value: str) -> int | float | bool | None:
-    try:
-        parsed = json.loads(value)
-    except ValueError:
-        return None
-    return parsed if isinstance(parsed, int | float | bool) else None
 
 
 def _count(dataset: Dataset, items: QuerySet[Item], *, filtered: bool) -> int:

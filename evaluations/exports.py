@@ -46,7 +46,7 @@ from datasets.models import Item
 from rubrics.models import Rubric
 from rubrics.rendering import turn_lines
 
-from . import safe_csv
+from . import db, safe_csv
 from .models import Evaluation, Rating
 from .values import value_as_shown
 
@@ -85,7 +85,7 @@ def stream(
     `item_texts` adds the items' texts to the wide layout; `excel` starts a CSV with a byte order mark.
     """
     if layout == "long":
-        chunks = long_csv_copy(evaluation) if connection.vendor == "postgresql" else long_csv(evaluation)
+        chunks = long_csv_copy(evaluation) if db.exports_with_copy() else long_csv(evaluation)
     elif layout == "wide":
         chunks = wide_csv(evaluation, item_texts=item_texts)
     elif layout == "jsonl":

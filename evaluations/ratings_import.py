@@ -39,12 +39,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from datasets import safe_json
 from rubrics.models import Rubric, RubricVersion
 
+from . import db
 from .models import Evaluation, Rater, Rating, RatingRevision
 from .safe_csv import restore
 from .values import canonical_value
@@ -503,47 +504,6 @@ def _write(evaluation: Evaluation, path: Path, file_format: str, resolver: _Reso
     _write_batch(evaluation, batch, raters, result, fresh=fresh)
 
 
-NEW_RATING_COLUMNS = (
-    "evaluation_id", "item_id", "rubric_version_id", "rater_id", "value", "explanation", "parse_failed",
-    "raw_output", "side_shown", "details", "created", "updated",
-)  # fmt: skip
-IMPORTED_DETAILS = {"imported": True}
-
-
-def _insert_new(evaluation: Evaluation, new: list[tuple[_Row, int]], now) -> None:
-    """Insert new ratings: PostgreSQL's COPY there (several times faster), bulk_create elsewhere."""
-    if not new:
-        return
-    if connection.vendor != "postgresql":
-        Rating.objects.bulk_create(
-            [
-                Rating(
-                    evaluation=evaluation,
-                    item_id=row.item_id,
-                    rubric_version=row.version,
-                    rater_id=rater_id,
-                    value=row.value,
-                    explanation=row.explanation,
-                    parse_failed=row.parse_failed,
-                    side_shown=row.side_shown,
-                    details=IMPORTED_DETAILS,
-                )
-                for row, rater_id in new
-            ],
-            batch_size=BATCH_SIZE,
-        )
-        return
-    details = json.dumps(IMPORTED_DETAILS)
-    sql = f"COPY evaluations_rating ({', '.join(NEW_RATING_COLUMNS)}) FROM STDIN"
-    # wrap_database_errors: the raw psycopg cursor raises psycopg errors; Django's are caught upstream.
-    with connection.wrap_database_errors, connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
-        for row, rater_id in new:
-            copy.write_row((
-                evaluation.pk, row.item_id, row.version.pk, rater_id, row.value, row.explanation,
-                row.parse_failed, "", row.side_shown, details, now, now,
-            ))  # fmt: skip
-
-
 def _write_batch(evaluation, batch: list[_Row], raters: dict[str, int], result: ImportResult, *, fresh: bool):
     if not batch:
         return
@@ -581,7 +541,7 @@ def _write_batch(evaluation, batch: list[_Row], raters: dict[str, int], result: 
         rating.value, rating.explanation = row.value, row.explanation
         rating.parse_failed, rating.side_shown, rating.updated = row.parse_failed, row.side_shown, now
         changed.append(rating)
-    _insert_new(evaluation, new, now)
+    db.insert_imported_ratings(evaluation, new, now)
     RatingRevision.objects.bulk_create(revisions, batch_size=BATCH_SIZE)
     Rating.objects.bulk_update(
         changed, ["value", "explanation", "parse_failed", "side_shown", "updated"], batch_size=1000

@@ -8,13 +8,13 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
 
-from projects.access import RESEARCHER, get_project_for
+from projects.access import RESEARCHER, get_evaluation_for, get_project_for
 
 from . import exports
 from .forms import EvaluationForm, RatingsImportForm
@@ -28,11 +28,6 @@ DETAIL = "evaluations/evaluation_detail.html"
 
 class HtmxHttpRequest(HttpRequest):
     htmx: HtmxDetails
-
-
-def _evaluation(request, slug: str, pk: int) -> Evaluation:
-    project = get_project_for(request.user, slug, role=RESEARCHER)
-    return get_object_or_404(Evaluation.objects.select_related("project", "dataset"), project=project, pk=pk)
 
 
 @require_http_methods(["GET", "POST"])
@@ -79,7 +74,7 @@ def _detail_context(evaluation: Evaluation, import_form: RatingsImportForm, **ex
 @require_GET
 @login_required
 def evaluation_detail(request: HtmxHttpRequest, slug: str, pk: int) -> HttpResponse:
-    evaluation = _evaluation(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk)
     return render(request, DETAIL, _detail_context(evaluation, RatingsImportForm()))
 
 
@@ -95,7 +90,7 @@ def evaluation_export(request: HtmxHttpRequest, slug: str, pk: int) -> Streaming
     &item_text=1 adds the items' context, response and baseline to the wide CSV; &excel=1 starts a
     CSV with a byte order mark so that Excel reads it as UTF-8.
     """
-    evaluation = _evaluation(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk)
     layout = request.GET.get("layout", "long")
     if layout not in exports.LAYOUTS:
         raise Http404(f"No export layout {layout!r}; use one of {', '.join(exports.LAYOUTS)}.")
@@ -123,7 +118,7 @@ def _import_upload(evaluation: Evaluation, upload):
 @login_required
 def ratings_import(request: HtmxHttpRequest, slug: str, pk: int) -> HttpResponse:
     """Import the uploaded ratings, or show every problem with its line (the form is on the detail page)."""
-    evaluation = _evaluation(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk)
     detail_url = reverse("evaluation_detail", args=[evaluation.project.slug, evaluation.pk])
     form = RatingsImportForm(request.POST, request.FILES)
     problems: list[str] = []

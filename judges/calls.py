@@ -19,14 +19,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import close_old_connections, connection, transaction
+from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from evaluations.models import Evaluation, Rating
 from rubrics.models import RubricVersion
 from rubrics.rendering import RenderError, render_prompt
 
-from . import adapting, client
+from . import adapting, client, db
 from .aggregate import aggregate_calls
 from .credentials import Credential, credential_for, source_of
 from .endpoints import FAMILIES, OPENAI_COMPATIBLE, build_request
@@ -377,7 +377,7 @@ def finish_soon(ctx: LaneContext, call: JudgeCall, token: uuid.UUID, fields: dic
     """Store a done call on the worker's finisher threads, so the lane's next request goes out at once
     instead of after the database round trips; inside a transaction (whose rows other connections
     cannot see) it is stored right here. The lane waits for its finishes before it ends."""
-    if connection.in_atomic_block:
+    if not db.helper_threads_see_our_writes():
         return "done" if finish_call(ctx, call, token, fields) else "lost"
     ctx.finishes.append(_finisher.submit(_finish_in_thread, ctx, call, token, fields))
     return "done"

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from datasets.models import Item
 
+from . import db
 from .models import JudgeCall
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ def claim_next_call(ctx: LaneContext) -> tuple[JudgeCall, uuid.UUID] | None:
     """
     stale = timezone.now() - timedelta(seconds=ctx.lease_seconds)
     for status, stale_before in ((JudgeCall.Status.PENDING, None), (JudgeCall.Status.CLAIMED, stale)):
-        if connection.vendor == "postgresql":
+        if db.claims_in_one_statement():
             claimed = _claim_postgresql(ctx.run_id, status, stale_before)
         else:
             found = _claim_portable(ctx.run_id, status, stale_before)
@@ -75,7 +76,7 @@ class ClaimAhead:
         return future.result()
 
     def prefetch(self) -> None:
-        if not connection.in_atomic_block:
+        if db.helper_threads_see_our_writes():
             self.future = _claimer.submit(_claim_in_thread, self.ctx)
 
     def release(self) -> None:

@@ -9,13 +9,12 @@ from django.urls import reverse
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from evaluations.models import Evaluation
-from projects.access import RESEARCHER, get_project_for
+from projects.access import RESEARCHER, get_evaluation_for, get_judge_run_for, get_project_for
 
 from . import services
 from .credentials import can_store_keys
 from .forms import JudgeForm, ReplaceKeyForm, RunChoiceForm
-from .models import Judge, JudgeCall, JudgeRun
+from .models import Judge, JudgeCall
 
 RECENT_PROBLEMS = 10
 
@@ -138,17 +137,13 @@ def judge_test_connection(request, slug: str, pk: int):
     return render(request, template, context)
 
 
-def _evaluation(project, pk: int) -> Evaluation:
-    return get_object_or_404(Evaluation.objects.select_related("dataset"), project=project, pk=pk)
-
-
 @require_http_methods(["GET", "POST"])
 @login_required
 def judge_run_create(request, slug: str, pk: int):
     """GET: pick a judge and rubric versions; with a judge picked, show calls, tokens and cost per version
     and in total. POST: launch one run per version (all or none)."""
-    project = get_project_for(request.user, slug, role=RESEARCHER)
-    evaluation = _evaluation(project, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk)
+    project = evaluation.project
     data = request.POST if request.method == "POST" else (request.GET if "judge" in request.GET else None)
     form = RunChoiceForm(data, evaluation=evaluation)
     context = {"project": project, "evaluation": evaluation, "form": form, "estimates": None}
@@ -178,19 +173,11 @@ def judge_run_create(request, slug: str, pk: int):
     return render(request, template, context)
 
 
-def _run(project, pk: int) -> JudgeRun:
-    return get_object_or_404(
-        JudgeRun.objects.select_related("judge", "evaluation", "rubric_version__rubric", "rater"),
-        evaluation__project=project,
-        pk=pk,
-    )
-
-
 @require_GET
 @login_required
 def judge_run_detail(request, slug: str, pk: int):
-    project = get_project_for(request.user, slug, role=RESEARCHER)
-    run = _run(project, pk)
+    run = get_judge_run_for(request.user, slug, pk)
+    project = run.evaluation.project
     context = {"project": project, "run": run, "progress": services.run_progress(run)}
     if request.htmx:
         return render(request, "judges/judge_run_detail.html#progress", context)
@@ -206,8 +193,8 @@ def judge_run_detail(request, slug: str, pk: int):
 @require_POST
 @login_required
 def judge_run_cancel(request, slug: str, pk: int):
-    project = get_project_for(request.user, slug, role=RESEARCHER)
-    run = _run(project, pk)
+    run = get_judge_run_for(request.user, slug, pk)
+    project = run.evaluation.project
     if services.cancel_run(run=run):
         messages.success(request, "Run cancelled. Calls in flight finish; resume to continue later.")
     else:
@@ -218,8 +205,8 @@ def judge_run_cancel(request, slug: str, pk: int):
 @require_POST
 @login_required
 def judge_run_resume(request, slug: str, pk: int):
-    project = get_project_for(request.user, slug, role=RESEARCHER)
-    run = _run(project, pk)
+    run = get_judge_run_for(request.user, slug, pk)
+    project = run.evaluation.project
     if not run.can_resume:
         messages.warning(
             request, f"The run is {run.get_status_display().lower()}: there is nothing to resume."
@@ -234,8 +221,8 @@ def judge_run_resume(request, slug: str, pk: int):
 @login_required
 def evaluation_judge_runs(request, slug: str, pk: int):
     """The evaluation page's judge runs section alone: htmx polls it while any run is running."""
-    project = get_project_for(request.user, slug, role=RESEARCHER)
-    evaluation = _evaluation(project, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk)
+    project = evaluation.project
     runs = list(evaluation.judge_runs.select_related("judge", "rubric_version__rubric", "rater"))
     context = {
         "evaluation": evaluation,

@@ -4,11 +4,19 @@ Someone who is not a member gets 404 (a project's existence is not revealed); a 
 role is too low gets 403.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
 from .models import Membership, Project
+
+if TYPE_CHECKING:
+    from evaluations.models import Evaluation
+    from judges.models import JudgeRun
 
 RESEARCHER = Membership.Role.RESEARCHER
 ANNOTATOR = Membership.Role.ANNOTATOR
@@ -29,6 +37,50 @@ def get_project_for(user, slug: str, *, role: str = ANNOTATOR) -> Project:
     return project
 
 
+def get_role_for(user, slug: str) -> tuple[Project, str]:
+    """The project `slug` and `user`'s role in it (superusers count as researchers); 404 for others."""
+    project = get_project_for(user, slug)
+    role = RESEARCHER if user.is_superuser else project.role_of(user)
+    if role is None:  # get_project_for lets only members and superusers through
+        raise Http404("No such project")
+    return project, role
+
+
+def get_evaluation_for(user, slug: str, pk: int, *, role: str = RESEARCHER) -> Evaluation:
+    """Evaluation `pk` of project `slug`, with its project and dataset.
+
+    `role=RESEARCHER`: for the project's researchers (annotators get 403, outsiders 404).
+    `role=ANNOTATOR`: for the people who rate in it; anyone else, the project's researchers too, gets 404.
+    """
+    from evaluations.models import Evaluation
+
+    project = get_project_for(user, slug, role=role)
+    evaluations = Evaluation.objects.select_related("project", "dataset").filter(project=project, pk=pk)
+    if role == ANNOTATOR:
+        evaluations = evaluations.filter(annotators=user)
+    evaluation = evaluations.first()
+    if evaluation is None:
+        raise Http404("No such evaluation")
+    return evaluation
+
+
+def get_judge_run_for(user, slug: str, pk: int) -> JudgeRun:
+    """Judge run `pk` of an evaluation of project `slug`, for the project's researchers."""
+    from judges.models import JudgeRun
+
+    project = get_project_for(user, slug, role=RESEARCHER)
+    run = (
+        JudgeRun.objects.select_related(
+            "judge", "evaluation__project", "evaluation__dataset", "rubric_version__rubric", "rater"
+        )
+        .filter(evaluation__project=project, pk=pk)
+        .first()
+    )
+    if run is None:
+        raise Http404("No such judge run")
+    return run
+
+
 def projects_for(user):
     """The projects `user` belongs to, each annotated with the user's `role`."""
     from django.db.models import OuterRef, Subquery
@@ -38,10 +90,6 @@ def projects_for(user):
     if user.is_superuser:
         return queryset
     return queryset.filter(memberships__user=user)
-
-
-def is_researcher(user, project: Project) -> bool:
-    return user.is_superuser or project.role_of(user) == RESEARCHER
 
 
 def may_create_projects(user) -> bool:

@@ -8,7 +8,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from .access import (
     RESEARCHER,
     get_project_for,
-    is_researcher,
+    get_role_for,
     may_create_projects,
     projects_for,
     require_project_creator,
@@ -56,8 +56,8 @@ def project_create(request):
 @require_GET
 @login_required
 def project_detail(request, slug: str):
-    project = get_project_for(request.user, slug)
-    if not is_researcher(request.user, project):
+    project, role = get_role_for(request.user, slug)
+    if role != RESEARCHER:
         return render(request, "projects/project_detail.html", annotator_context(request.user, project))
     return render(request, "projects/project_detail.html", researcher_context(project))
 

@@ -10,19 +10,19 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.db.models.lookups import LessThan
 from django.utils import timezone
 
-from agreement.uncertainty import item_uncertainty, unsure_first_rank
 from datasets.models import Item
 from evaluations.models import Evaluation, ExcludedItem, Rater, Rating, RatingRevision
 from evaluations.values import value_from_shown
 from rubrics.models import Rubric, RubricVersion
 
-from .models import Assignment, Slot, pairwise_left_side, shuffled_rank
+from . import db
+from .models import Assignment, Slot, pairwise_left_side
 
 Status = Assignment.Status
 MAX_SECONDS_SPENT = 24 * 3600.0
@@ -82,13 +82,9 @@ def ensure_slots(*, evaluation: Evaluation) -> None:
         Evaluation.objects.select_for_update().filter(pk=evaluation.pk).values_list("pk").first()
         if _queue_length(evaluation) >= _dataset_size(evaluation):
             return
-        shuffled = evaluation.order == Evaluation.Order.SHUFFLED
-        if evaluation.order == Evaluation.Order.JUDGE_UNSURE:
-            _insert_slots_in_python(evaluation=evaluation, shuffled=True, unsure_first=True)
-        elif connection.vendor == "postgresql":
-            _insert_slots_in_sql(evaluation=evaluation, shuffled=shuffled)
-        else:
-            _insert_slots_in_python(evaluation=evaluation, shuffled=shuffled)
+        unsure = evaluation.order == Evaluation.Order.JUDGE_UNSURE
+        shuffled = unsure or evaluation.order == Evaluation.Order.SHUFFLED
+        db.insert_slots(evaluation=evaluation, shuffled=shuffled, unsure_first=unsure)
 
 
 def _queue_is_complete(evaluation: Evaluation) -> bool:
@@ -114,49 +110,6 @@ def _queue_length(evaluation: Evaluation) -> int:
 
 def _dataset_size(evaluation: Evaluation) -> int:
     return evaluation.items().count()
-
-
-def _insert_slots_in_sql(*, evaluation: Evaluation, shuffled: bool) -> None:
-    """Slots for the dataset's items that have none yet (all of them, the first time)."""
-    rank = (
-        "('x' || substr(md5(%s::text || ':' || i.id::text), 1, 15))::bit(60)::bigint"
-        if shuffled
-        else "i.position"
-    )
-    params: list[int] = [evaluation.pk] + ([evaluation.pk] if shuffled else [])
-    params += [evaluation.dataset_id, evaluation.pk, evaluation.pk]
-    table = Slot._meta.db_table
-    excluded = ExcludedItem._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} (evaluation_id, item_id, rank, claims, is_open) "
-            f"SELECT %s, i.id, {rank}, 0, true FROM {Item._meta.db_table} i WHERE i.dataset_id = %s "
-            f"AND NOT EXISTS (SELECT 1 FROM {table} s WHERE s.evaluation_id = %s AND s.item_id = i.id) "
-            f"AND NOT EXISTS (SELECT 1 FROM {excluded} e WHERE e.evaluation_id = %s AND e.item_id = i.id)",
-            params,
-        )
-
-
-def _insert_slots_in_python(*, evaluation: Evaluation, shuffled: bool, unsure_first: bool = False) -> None:
-    """Slots for the items without one; `unsure_first`: by the judges' uncertainty (agreement.uncertainty)."""
-    queued = set(Slot.objects.filter(evaluation=evaluation).values_list("item_id", flat=True))
-    items = evaluation.items().values_list("id", "position")
-    unsure = item_uncertainty(evaluation) if unsure_first else {}
-
-    def rank(item_id: int, position: int) -> int:
-        if not shuffled:
-            return position
-        tie = shuffled_rank(evaluation_id=evaluation.pk, item_id=item_id)
-        return unsure_first_rank(unsure.get(item_id, 0.0), tie) if unsure_first else tie
-
-    Slot.objects.bulk_create(
-        (
-            Slot(evaluation=evaluation, item_id=item_id, rank=rank(item_id, position))
-            for item_id, position in items.iterator(chunk_size=5000)
-            if item_id not in queued
-        ),
-        batch_size=2000,
-    )
 
 
 def _overlap_of(evaluation_id: int) -> Subquery:

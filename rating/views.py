@@ -14,7 +14,7 @@ from django_htmx.middleware import HtmxDetails
 
 from datasets.models import Item
 from evaluations.models import Evaluation
-from projects.access import RESEARCHER, get_project_for
+from projects.access import ANNOTATOR, get_evaluation_for
 from rubrics.models import Rubric
 
 from . import annotators, pages, revisit, services
@@ -27,19 +27,6 @@ class HtmxHttpRequest(HttpRequest):
 
 RATE_TEMPLATE = "rating/rate_item.html"
 FORMS_REGION = "rating-forms"  # the element (and partial) a refused form is put back into
-
-
-def _evaluation_for_annotator(request: HttpRequest, slug: str, pk: int) -> Evaluation:
-    """An evaluation the user rates in; others (even researchers of the project) get 404."""
-    project = get_project_for(request.user, slug)
-    return get_object_or_404(
-        Evaluation.objects.select_related("project"), project=project, pk=pk, annotators=request.user
-    )
-
-
-def _evaluation_for_researcher(request: HttpRequest, slug: str, pk: int) -> Evaluation:
-    project = get_project_for(request.user, slug, role=RESEARCHER)
-    return get_object_or_404(Evaluation.objects.select_related("project"), project=project, pk=pk)
 
 
 def _assignment(evaluation: Evaluation, item_id: int, user) -> Assignment:
@@ -77,7 +64,7 @@ def annotator_home(request: HttpRequest) -> HttpResponse:
 @require_GET
 @login_required
 def rate_next(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    evaluation = _evaluation_for_annotator(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk, role=ANNOTATOR)
     assignment = services.next_assignment(evaluation=evaluation, user=request.user)
     if assignment is None:
         messages.success(request, nothing_left(evaluation, request.user))
@@ -97,7 +84,7 @@ def nothing_left(evaluation: Evaluation, user) -> str:
 @require_GET
 @login_required
 def rate_item(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -> HttpResponse:
-    evaluation = _evaluation_for_annotator(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk, role=ANNOTATOR)
     assignment = _assignment(evaluation, item_id, request.user)
     # ?stage=rest opens the other rubrics of an item whose comparison is already made (revising).
     context = pages.rating_context(
@@ -173,7 +160,7 @@ def _not_yours(request: HtmxHttpRequest, evaluation: Evaluation, item_id: int) -
 @require_POST
 @login_required
 def rate_submit(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -> HttpResponse:
-    evaluation = _evaluation_for_annotator(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk, role=ANNOTATOR)
     assignment = _own_assignment(evaluation, item_id, request.user)
     if assignment is None:
         return _not_yours(request, evaluation, item_id)
@@ -249,7 +236,7 @@ def _stage_of(errors: services.AnswerErrors, versions) -> str:
 @login_required
 def rate_undo(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -> HttpResponse:
     """Take back the last submit: its answers come back in the form, unsaved, for the person to change."""
-    evaluation = _evaluation_for_annotator(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk, role=ANNOTATOR)
     try:
         assignment, typed = revisit.undo_submit(evaluation=evaluation, item_id=item_id, user=request.user)
     except services.RatingRefused as refusal:
@@ -268,7 +255,7 @@ def rate_undo(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -> Htt
 @login_required
 def rate_set_aside(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -> HttpResponse:
     """Skip an item, or flag it as a problem, with a reason."""
-    evaluation = _evaluation_for_annotator(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk, role=ANNOTATOR)
     assignment = _assignment(evaluation, item_id, request.user)
     flag = request.POST.get("action") == "flag"
     try:
@@ -299,7 +286,7 @@ def rate_set_aside(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -
 @require_GET
 @login_required
 def rate_history(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    evaluation = _evaluation_for_annotator(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk, role=ANNOTATOR)
     context = pages.history_context(evaluation=evaluation, user=request.user, page=request.GET.get("page"))
     return render(request, "rating/history.html", context)
 
@@ -321,7 +308,7 @@ def _report(request: HttpRequest, outcome: annotators.Outcome) -> None:
 @require_POST
 @login_required
 def annotators_add(request: HtmxHttpRequest, slug: str, pk: int) -> HttpResponse:
-    evaluation = _evaluation_for_researcher(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk)
     outcome = annotators.add_existing(evaluation=evaluation, usernames=request.POST.get("usernames", ""))
     if not request.htmx:
         _report(request, outcome)
@@ -331,7 +318,7 @@ def annotators_add(request: HtmxHttpRequest, slug: str, pk: int) -> HttpResponse
 @require_POST
 @login_required
 def annotator_create(request: HtmxHttpRequest, slug: str, pk: int) -> HttpResponse:
-    evaluation = _evaluation_for_researcher(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk)
     outcome = annotators.create_account(
         evaluation=evaluation,
         username=request.POST.get("username", ""),
@@ -346,7 +333,7 @@ def annotator_create(request: HtmxHttpRequest, slug: str, pk: int) -> HttpRespon
 @require_POST
 @login_required
 def annotator_remove(request: HtmxHttpRequest, slug: str, pk: int, user_id: int) -> HttpResponse:
-    evaluation = _evaluation_for_researcher(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk)
     outcome = annotators.remove(evaluation=evaluation, user_id=user_id)
     if not request.htmx:
         _report(request, outcome)
@@ -356,7 +343,7 @@ def annotator_remove(request: HtmxHttpRequest, slug: str, pk: int, user_id: int)
 @require_POST
 @login_required
 def assignment_settings(request: HtmxHttpRequest, slug: str, pk: int) -> HttpResponse:
-    evaluation = _evaluation_for_researcher(request, slug, pk)
+    evaluation = get_evaluation_for(request.user, slug, pk)
     outcome = annotators.change_settings(evaluation=evaluation, data=request.POST)
     if not request.htmx:
         _report(request, outcome)
@@ -381,7 +368,9 @@ def csrf_failure(request: HtmxHttpRequest, reason: str = "") -> HttpResponse:
     match = request.resolver_match
     if match is not None and match.url_name == "rate_submit" and request.user.is_authenticated:
         try:
-            evaluation = _evaluation_for_annotator(request, match.kwargs["slug"], match.kwargs["pk"])
+            evaluation = get_evaluation_for(
+                request.user, match.kwargs["slug"], match.kwargs["pk"], role=ANNOTATOR
+            )
         except (Http404, PermissionDenied):
             return csrf_views.csrf_failure(request, reason=reason)
         assignment = _own_assignment(evaluation, match.kwargs["item_id"], request.user)

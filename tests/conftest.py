@@ -5,6 +5,51 @@ import pytest
 from tests import factories
 
 
+def pytest_configure(config):
+    from tests.workers import use_own_queue
+
+    use_own_queue()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip tests marked `postgres(reason=...)` when the suite runs on another database, saying why."""
+    from django.db import connection
+
+    _serialized_rollback_first(items)
+
+    if connection.vendor == "postgresql":
+        return
+    for item in items:
+        marker = item.get_closest_marker("postgres")
+        if marker is not None:
+            reason = marker.kwargs.get("reason") or (marker.args[0] if marker.args else "")
+            item.add_marker(pytest.mark.skip(reason=f"PostgreSQL only: {reason}"))
+
+
+def _serialized_rollback_first(items) -> None:
+    """Run the transactional tests that restore the migrated rows (serialized_rollback) before the other
+    transactional tests. Those flush the database and let post_migrate create content types again under
+    new ids, which the restore then collides with; pytest-xdist's order made that happen."""
+
+    def serialized(item) -> bool:
+        marker = item.get_closest_marker("django_db")
+        return bool(marker and marker.kwargs.get("serialized_rollback"))
+
+    def transactional(item) -> bool:
+        marker = item.get_closest_marker("django_db")
+        fixtures = set(getattr(item, "fixturenames", ()))
+        return bool(marker and marker.kwargs.get("transaction")) or bool(
+            {"transactional_db", "live_server"} & fixtures
+        )
+
+    first = [item for item in items if serialized(item)]
+    if not first:
+        return
+    rest = [item for item in items if not serialized(item)]
+    start = next((n for n, item in enumerate(rest) if transactional(item)), len(rest))
+    items[:] = rest[:start] + first + rest[start:]
+
+
 @pytest.fixture(autouse=True)
 def fast_password_hashing(settings):
     """Real hashing costs about a second per user; tests make many users."""

@@ -2,12 +2,15 @@
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from django.db import connection
+
+from config.celery import app
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -16,17 +19,32 @@ def worker_environment() -> dict[str, str]:
     """The environment of this test process, pointed at the test database pytest-django made."""
     env = dict(os.environ)
     db = connection.settings_dict
-    host = db.get("HOST") or "127.0.0.1"
-    port = db.get("PORT") or "5432"
-    user = db.get("USER") or "postgres"
-    env["DATABASE_URL"] = f"postgres://{user}@{host}:{port}/{db['NAME']}"
-    env.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/15")
+    if connection.vendor == "sqlite":
+        env["DATABASE_URL"] = f"sqlite:///{Path(db['NAME']).resolve()}"
+    else:
+        host = db.get("HOST") or "127.0.0.1"
+        port = db.get("PORT") or "5432"
+        user = db.get("USER") or "postgres"
+        env["DATABASE_URL"] = f"postgres://{user}@{host}:{port}/{db['NAME']}"
+    # The broker this process sends to (a test may have switched it); the embedded one's folders follow
+    # CONCORD_VAR_DIR, which the worker inherits.
+    env["CELERY_BROKER_URL"] = app.conf.broker_url
+    env["CELERY_TASK_DEFAULT_QUEUE"] = own_queue()  # where it listens, and sends the tasks it starts
     return env
 
 
-def purge_broker() -> None:
-    from config.celery import app
+def own_queue() -> str:
+    """This test process's own queue. pytest-xdist runs several processes, each on its own test database
+    but on one broker: a worker started by one of them must never take another's task."""
+    return f"celery-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
 
+
+def use_own_queue() -> None:
+    """Send this process's tasks to `own_queue()`, where only its workers listen."""
+    app.conf.task_default_queue = own_queue()
+
+
+def purge_broker() -> None:
     app.control.purge()
 
 
@@ -34,12 +52,11 @@ def start_worker(
     *extra: str,
     concurrency: int = 8,
     pool: str = "threads",
-    queues: str = "celery",
+    queues: str | None = None,
     ready_timeout: float = 30.0,
 ) -> subprocess.Popen:
-    """Start `celery worker` and wait until it answers a ping."""
-    from config.celery import app
-
+    """Start `celery worker` on this process's own queue and wait until it answers a ping."""
+    name = f"test-{os.getpid()}-{time.monotonic_ns()}@{socket.gethostname()}"
     command = [
         sys.executable,
         "-m",
@@ -54,12 +71,12 @@ def start_worker(
         "--concurrency",
         str(concurrency),
         "-Q",
-        queues,
+        queues or own_queue(),
         "--without-gossip",
         "--without-mingle",
         "--without-heartbeat",
         "-n",
-        f"test-{os.getpid()}-{time.monotonic_ns()}@%h",
+        name,
         *extra,
     ]
     process = subprocess.Popen(command, cwd=ROOT, env=worker_environment(), start_new_session=True)
@@ -67,7 +84,7 @@ def start_worker(
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"celery worker exited early with code {process.returncode}")
-        replies = app.control.ping(timeout=0.5) or []
+        replies = app.control.ping(destination=[name], timeout=0.5) or []
         if replies:
             return process
     stop_worker(process)

@@ -1,5 +1,6 @@
 """Settings come from the environment and fail loudly, naming the variable, when a value is malformed."""
 
+import json
 import os
 import subprocess
 import sys
@@ -10,13 +11,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def boot(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+def boot(tmp_path: Path, *command: str, **env: str) -> subprocess.CompletedProcess:
+    """`manage.py check` (or `command`) with only the given variables set, var/ in `tmp_path`."""
     environment = {
-        k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL"}
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL", "CONCORD_TEST_DB"}
     }
     environment.update(CONCORD_VAR_DIR=str(tmp_path), **env)
     return subprocess.run(
-        [sys.executable, "manage.py", "check"],
+        [sys.executable, "manage.py", *(command or ["check"])],
         cwd=ROOT,
         env=environment,
         capture_output=True,
@@ -59,6 +63,33 @@ def test_unset_variables_give_the_embedded_default(tmp_path):
     result = boot(tmp_path)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "broker" / "queue").is_dir()
+
+
+def database_settings(tmp_path: Path, **env: str) -> dict:
+    script = (
+        "import json; from django.conf import settings; "
+        "print(json.dumps(settings.DATABASES['default'], default=str))"
+    )
+    result = boot(tmp_path, "shell", "-c", script, **env)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])  # after shell's "objects imported" line
+
+
+def test_an_sqlite_url_runs_like_the_embedded_default_with_a_file_test_database(tmp_path):
+    named = database_settings(tmp_path, DATABASE_URL=f"sqlite:///{tmp_path}/study.sqlite3")
+    embedded = database_settings(tmp_path)
+    assert named["NAME"] == f"{tmp_path}/study.sqlite3"
+    assert named["OPTIONS"] == embedded["OPTIONS"]
+    assert named["OPTIONS"]["transaction_mode"] == "IMMEDIATE"
+    assert "journal_mode=WAL" in named["OPTIONS"]["init_command"]
+    # A file, not memory: worker processes the tests start open the same test database.
+    assert named["TEST"]["NAME"] == f"{tmp_path}/test_study.sqlite3"
+
+
+def test_an_sqlite_url_without_a_file_stops_start_up(tmp_path):
+    result = boot(tmp_path, DATABASE_URL="sqlite://:memory:")
+    assert result.returncode != 0
+    assert "DATABASE_URL must name an SQLite file" in result.stderr
 
 
 def test_a_malformed_encryption_key_is_named_by_position_never_repeated(tmp_path):

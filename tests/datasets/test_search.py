@@ -36,7 +36,7 @@ def browse(researcher_client, project, tmp_path):
         result = import_dataset(
             project=project, name="Search", path=write_jsonl(tmp_path / "s.jsonl", objects)
         )
-        assert result.ok
+        assert result.ok and result.dataset is not None
         url = reverse("dataset_detail", args=[project.slug, result.dataset.pk])
 
         def found(query: str) -> set[str]:

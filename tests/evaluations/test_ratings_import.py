@@ -221,11 +221,9 @@ def test_batches_mix_new_changed_and_unchanged_ratings(evaluation, tmp_path, mon
 
 
 def test_databases_without_copy_insert_through_bulk_create(evaluation, tmp_path, monkeypatch):
-    from types import SimpleNamespace
+    from evaluations import db
 
-    from evaluations import ratings_import
-
-    monkeypatch.setattr(ratings_import, "connection", SimpleNamespace(vendor="sqlite"))
+    monkeypatch.setattr(db, "_postgresql", lambda: False)  # on PostgreSQL too, the path SQLite takes
     result = import_ratings(
         evaluation=evaluation, path=write(tmp_path, HEADER + "d-0,Quality,ann,human,4,ok\n")
     )

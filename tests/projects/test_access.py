@@ -2,7 +2,16 @@ import pytest
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
-from projects.access import get_project_for, projects_for
+from projects.access import (
+    ANNOTATOR,
+    RESEARCHER,
+    get_evaluation_for,
+    get_judge_run_for,
+    get_project_for,
+    get_role_for,
+    projects_for,
+)
+from tests import factories
 
 
 @pytest.mark.django_db
@@ -101,3 +110,105 @@ def test_annotator_cannot_add_members(annotator_client, project, outsider):
     )
     assert response.status_code == 403
     assert project.role_of(outsider) is None
+
+
+@pytest.fixture
+def evaluation(project, annotator):
+    version = factories.make_rubric(project=project, name="Quality")
+    dataset = factories.make_dataset(project, items=2)
+    return factories.make_evaluation(project, dataset, [version], annotators=[annotator])
+
+
+@pytest.fixture
+def judge_run(project, evaluation):
+    from types import SimpleNamespace
+
+    from judges import services
+    from tests.judges.conftest import make_judge
+
+    judge = make_judge(project, SimpleNamespace(base_url="http://127.0.0.1:9/v1"))
+    return services.launch_run(
+        judge=judge, evaluation=evaluation, rubric_version=evaluation.rubric_versions.get()
+    )
+
+
+@pytest.mark.django_db
+class TestGetEvaluationFor:
+    def test_researcher_gets_the_evaluation_with_project_and_dataset(self, evaluation, researcher):
+        found = get_evaluation_for(researcher, evaluation.project.slug, evaluation.pk)
+        assert found == evaluation
+        assert found.project == evaluation.project and found.dataset == evaluation.dataset
+
+    def test_annotator_is_refused_the_researcher_pages_with_403(self, evaluation, annotator):
+        with pytest.raises(PermissionDenied):
+            get_evaluation_for(annotator, evaluation.project.slug, evaluation.pk)
+
+    @pytest.mark.parametrize("role", [RESEARCHER, ANNOTATOR])
+    def test_outsider_cannot_learn_the_evaluation_exists(self, evaluation, outsider, role):
+        with pytest.raises(Http404):
+            get_evaluation_for(outsider, evaluation.project.slug, evaluation.pk, role=role)
+
+    def test_annotator_of_the_evaluation_gets_it_to_rate(self, evaluation, annotator):
+        assert (
+            get_evaluation_for(annotator, evaluation.project.slug, evaluation.pk, role=ANNOTATOR)
+            == evaluation
+        )
+
+    def test_researcher_who_does_not_rate_in_it_gets_404_at_annotator_role(self, evaluation, researcher):
+        with pytest.raises(Http404):
+            get_evaluation_for(researcher, evaluation.project.slug, evaluation.pk, role=ANNOTATOR)
+
+    def test_annotator_of_the_project_not_in_this_evaluation_gets_404(self, evaluation, project, outsider):
+        from projects.models import Membership
+
+        Membership.objects.create(project=project, user=outsider, role=ANNOTATOR)
+        with pytest.raises(Http404):
+            get_evaluation_for(outsider, project.slug, evaluation.pk, role=ANNOTATOR)
+
+    def test_an_evaluation_of_another_project_is_404(self, evaluation, researcher):
+        other = factories.make_project(name="Other study", researchers=[researcher])
+        with pytest.raises(Http404):
+            get_evaluation_for(researcher, other.slug, evaluation.pk)
+
+
+@pytest.mark.django_db
+class TestGetJudgeRunFor:
+    def test_researcher_gets_the_run_with_its_evaluation_and_project(self, judge_run, researcher, project):
+        found = get_judge_run_for(researcher, project.slug, judge_run.pk)
+        assert found == judge_run and found.evaluation.project == project
+
+    def test_annotator_is_refused_with_403(self, judge_run, annotator, project):
+        with pytest.raises(PermissionDenied):
+            get_judge_run_for(annotator, project.slug, judge_run.pk)
+
+    def test_outsider_cannot_learn_the_run_exists(self, judge_run, outsider, project):
+        with pytest.raises(Http404):
+            get_judge_run_for(outsider, project.slug, judge_run.pk)
+
+    def test_a_run_of_another_project_is_404(self, judge_run, researcher):
+        other = factories.make_project(name="Other study", researchers=[researcher])
+        with pytest.raises(Http404):
+            get_judge_run_for(researcher, other.slug, judge_run.pk)
+
+
+@pytest.mark.django_db
+class TestGetRoleFor:
+    def test_researcher_annotator_and_superuser_get_their_role(self, project, researcher, annotator):
+        superuser = factories.make_user("root", is_superuser=True)
+        assert get_role_for(researcher, project.slug) == (project, RESEARCHER)
+        assert get_role_for(annotator, project.slug) == (project, ANNOTATOR)
+        assert get_role_for(superuser, project.slug) == (project, RESEARCHER)
+
+    def test_outsider_gets_404(self, project, outsider):
+        with pytest.raises(Http404):
+            get_role_for(outsider, project.slug)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("persona", "is_researcher"), [("researcher", True), ("annotator", False)])
+def test_project_page_is_chosen_by_the_role(request, client, evaluation, persona, is_researcher):
+    client.force_login(request.getfixturevalue(persona))
+    response = client.get(f"/p/{evaluation.project.slug}/")
+    assert response.status_code == 200
+    assert response.context["is_researcher"] is is_researcher
+    assert ("member_form" in response.context) is is_researcher

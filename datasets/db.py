@@ -1,0 +1,244 @@
+"""What the datasets app does differently on PostgreSQL and on SQLite; nothing else in it asks which.
+
+PostgreSQL loads items with COPY, refreshes the planner's statistics after a large load and filters
+metadata by jsonb containment (GIN index); SQLite inserts with bulk_create and filters metadata by
+key. Both store the same rows and find the same items.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from queue import Queue
+from typing import IO, TYPE_CHECKING, Any
+
+from django.db import connection
+from django.db.models import BooleanField, Q, QuerySet
+from django.db.models.expressions import RawSQL
+from django.db.models.fields.json import KeyTransform
+from psycopg.copy import QueuedLibpqWriter
+
+from .models import Dataset, Item
+from .search import UNINDEXED, is_one_word, search_words, words_query
+
+if TYPE_CHECKING:
+    from .records import ItemRecord
+
+BULK_BATCH = 2000
+COPY_STATEMENT = (
+    "COPY datasets_item (dataset_id, external_id, position, context, response, baseline, metadata, "
+    "search_text, search_words) FROM STDIN"
+)
+COPY_BATCH_CHARS = 1 << 20
+ANALYZE_AFTER = 10_000  # items; a bulk load this large makes the table's statistics stale
+COPY_QUEUE_CHUNKS = 16  # of at most 128 KiB each
+
+
+def _postgresql() -> bool:
+    return connection.vendor == "postgresql"
+
+
+def search_text(record) -> str:
+    """What the item browser searches: the id and every text, lower-cased."""
+    parts = [record.external_id]
+    parts.extend(turn["text"] for turn in record.context)
+    parts.append(record.response["text"])
+    if record.baseline:
+        parts.append(record.baseline["text"])
+    return "\n".join(parts).lower()
+
+
+# ---------------------------------------------------------------- loading items
+
+
+def loads_while_checking() -> bool:
+    """Whether an import may write rows inside its transaction while later rows are still checked.
+
+    PostgreSQL: yes, COPY overlaps with the checking and other writers are not held up. SQLite: no,
+    its transactions take the one write lock at BEGIN, so a long one would stop every other writer
+    (the rating pages, the workers): rows are checked into a spool first and written quickly.
+    """
+    return _postgresql()
+
+
+@contextmanager
+def item_copy(dataset_id: int) -> Iterator[Callable[[ItemRecord, int], None]]:
+    """PostgreSQL: a COPY into datasets_item for `dataset_id`; yields write(record, position). Rows
+    are sent in ~1 MB pieces from a thread (psycopg's queued writer) and the rest on a clean exit."""
+    prefix = f"{dataset_id}\t"
+    batch: list[str] = []
+    size = 0
+
+    def write(record: ItemRecord, position: int) -> None:
+        nonlocal size
+        line = _copy_line(record, position)
+        batch.extend((prefix, line))
+        size += len(line)
+        if size > COPY_BATCH_CHARS:
+            copy.write("".join(batch))
+            batch.clear()
+            size = 0
+
+    with connection.cursor() as cursor:
+        raw = cursor.cursor
+        with raw.copy(COPY_STATEMENT, writer=_BoundedQueuedWriter(raw)) as copy:
+            yield write
+            copy.write("".join(batch))
+
+
+class _BoundedQueuedWriter(QueuedLibpqWriter):
+    """psycopg's queued writer sends COPY data from a thread, so checking the next items overlaps with the
+    server loading the last ones. Its queue holds up to 1024 chunks (~128 MB) when the server is the
+    slower side; a short queue keeps the server just as busy with memory that does not grow."""
+
+    def __init__(self, cursor):
+        super().__init__(cursor)
+        self._queue = Queue(maxsize=COPY_QUEUE_CHUNKS)  # type: ignore[assignment]  # same class at runtime
+
+
+def spool_line(record: ItemRecord, position: int) -> str:
+    """One checked item as a line of the spool file `load_spool` reads: COPY text or JSON."""
+    return _copy_line(record, position) if _postgresql() else _json_line(record, position)
+
+
+def load_spool(spool: IO[str], dataset: Dataset) -> None:
+    """Insert the spool's items into `dataset`: COPY on PostgreSQL, bulk_create elsewhere."""
+    if _postgresql():
+        _copy_into(spool, dataset.pk)
+    else:
+        _bulk_create(spool, dataset)
+
+
+def refresh_statistics(*, loaded: int) -> None:
+    """After a large load on PostgreSQL, fresh statistics let the planner choose between the trigram and
+    the position index at once, rather than after autovacuum gets round to the table. SQLite's planner
+    needs nothing here."""
+    if loaded >= ANALYZE_AFTER and _postgresql():
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE datasets_item")
+
+
+def _copy_escape(value: str) -> str:
+    # COPY text format: backslash, newline, carriage return and tab are escaped.
+    if "\\" in value:
+        value = value.replace("\\", "\\\\")
+    if "\n" in value:
+        value = value.replace("\n", "\\n")
+    if "\r" in value:
+        value = value.replace("\r", "\\r")
+    if "\t" in value:
+        value = value.replace("\t", "\\t")
+    return value
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False)
+
+
+def _dumps(value: Any) -> str:
+    return _ENCODER.encode(value)
+
+
+def _copy_line(record: ItemRecord, position: int) -> str:
+    baseline = "\\N" if record.baseline is None else _copy_escape(_dumps(record.baseline))
+    fields = [
+        _copy_escape(record.external_id),
+        str(position),
+        _copy_escape(_dumps(record.context)),
+        _copy_escape(_dumps(record.response)),
+        baseline,
+        _copy_escape(_dumps(record.metadata)),
+        _copy_escape(text := search_text(record)),
+        search_words(text),  # words only: nothing COPY would escape
+    ]
+    return "\t".join(fields) + "\n"
+
+
+def _json_line(record: ItemRecord, position: int) -> str:
+    row = [record.external_id, position, record.context, record.response, record.baseline, record.metadata]
+    return json.dumps(row, ensure_ascii=False) + "\n"
+
+
+def _copy_into(spool: IO[str], dataset_id: int) -> None:
+    prefix = f"{dataset_id}\t"
+    with connection.cursor() as cursor:
+        raw = cursor.cursor
+        with raw.copy(COPY_STATEMENT) as copy:
+            batch: list[str] = []
+            size = 0
+            for line in spool:
+                batch.append(prefix)
+                batch.append(line)
+                size += len(line)
+                if size > COPY_BATCH_CHARS:
+                    copy.write("".join(batch))
+                    batch, size = [], 0
+            if batch:
+                copy.write("".join(batch))
+
+
+def _bulk_create(spool: IO[str], dataset: Dataset) -> None:
+    batch: list[Item] = []
+    for line in spool:
+        external_id, position, context, response, baseline, metadata = json.loads(line)
+        item = Item(
+            dataset=dataset,
+            external_id=external_id,
+            position=position,
+            context=context,
+            response=response,
+            baseline=baseline,
+            metadata=metadata,
+        )
+        item.search_text = search_text(item)
+        batch.append(item)
+        if len(batch) >= BULK_BATCH:
+            Item.objects.bulk_create(batch)
+            batch = []
+    if batch:
+        Item.objects.bulk_create(batch)
+
+
+# ---------------------------------------------------------------- the item browser's metadata filter
+
+
+def metadata_filter(items: QuerySet[Item], *, key: str, value: str) -> QuerySet[Item]:
+    """Items whose metadata[key] is `value`, as text or as the JSON number or boolean it spells
+    ('turns=6' also matches the number 6): jsonb containment on PostgreSQL, which uses the GIN index;
+    the key's value elsewhere."""
+    parsed = _json_scalar(value)
+    if _postgresql():
+        condition = Q(metadata__contains={key: value})
+        if parsed is not None:
+            condition |= Q(metadata__contains={key: parsed})
+        return items.filter(condition)
+    # KeyTransform rather than metadata__<key>, so a key named like a lookup stays a key.
+    items = items.alias(meta_value=KeyTransform(key, "metadata"))
+    condition = Q(meta_value=value)
+    if parsed is not None:
+        condition |= Q(meta_value=parsed)
+    return items.filter(condition)
+
+
+def text_matches(query: str) -> Q:
+    """Items whose search_text (lower-cased) contains `query`; on PostgreSQL from the start of a word,
+    narrowed first by the GIN index of the items' words (datasets/search.py)."""
+    contains = Q(search_text__contains=query.lower())
+    wanted = words_query(query) if _postgresql() else None
+    if wanted is None:
+        return contains
+    if is_one_word(query.lower()):
+        return Q(_matches(f"'{query.lower()}':*")) | (Q(_matches(UNINDEXED)) & contains)
+    return Q(_matches(wanted)) & contains
+
+
+def _matches(tsquery: str) -> RawSQL:
+    return RawSQL("search_words @@ %s::tsquery", (tsquery,), output_field=BooleanField())
+
+
+def _json_scalar(value: str) -> int | float | bool | None:
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, int | float | bool) else None

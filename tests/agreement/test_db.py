@@ -1,0 +1,53 @@
+"""agreement/db.py reads the same ratings on PostgreSQL and SQLite."""
+
+import numpy as np
+import pytest
+
+from agreement import db
+from evaluations.models import Rating
+from tests import factories
+
+
+@pytest.fixture
+def ratings(project):
+    version = factories.make_rubric(project=project, name="Quality")
+    dataset = factories.make_dataset(project, items=3)
+    evaluation = factories.make_evaluation(project, dataset, [version])
+    raters = [factories.make_rater(project, name=name) for name in ("a", "b")]
+    values = {("d-0", "a"): "1", ("d-0", "b"): "2", ("d-1", "a"): "2", ("d-2", "b"): "bad"}
+    for (item, rater), value in values.items():
+        factories.make_rating(
+            evaluation,
+            dataset.items.get(external_id=item),
+            version,
+            next(r for r in raters if r.name == rater),
+            value,
+            parse_failed=value == "bad",
+        )
+    return Rating.objects.filter(evaluation=evaluation, rubric_version=version)
+
+
+def as_rows(read: tuple) -> set[tuple]:
+    """The arrays of a read as one (item, rater, value text, parse_failed) per rating, order aside."""
+    item_ids, rater_ids, texts, codes, failed = read
+    return {
+        (int(item), int(rater), texts[code], bool(bad))
+        for item, rater, code, bad in zip(item_ids, rater_ids, codes, failed, strict=True)
+    }
+
+
+def test_read_ratings_gives_every_rating_once(ratings):
+    expected = set(ratings.values_list("item_id", "rater_id", "value", "parse_failed"))
+    read = db.read_ratings(ratings)
+    assert as_rows(read) == expected
+    assert read[0].dtype == np.int64 and read[4].dtype == bool
+
+
+def test_read_ratings_of_nothing_is_empty(ratings):
+    item_ids, rater_ids, texts, codes, failed = db.read_ratings(ratings.none())
+    assert (len(item_ids), len(rater_ids), len(texts), len(codes), len(failed)) == (0, 0, 0, 0, 0)
+
+
+@pytest.mark.postgres(reason="array_agg grouping is PostgreSQL's faster read")
+def test_grouped_read_equals_the_row_by_row_read(ratings):
+    assert as_rows(db.read_grouped(ratings)) == as_rows(db._read_rows(ratings))
