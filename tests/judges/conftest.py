@@ -5,6 +5,7 @@ import pytest
 from judges import services
 from judges.fake_llm import FakeConfig, FakeLLM
 from judges.models import Judge, JudgeRun
+from tests import factories
 
 TEST_KEY_ENV = "CONCORD_TEST_JUDGE_KEY"
 
@@ -46,6 +47,33 @@ def no_enqueue(monkeypatch):
         lambda run_id, lanes: started.extend((run_id, lane) for lane in lanes),
     )
     return started
+
+
+@pytest.fixture
+def serve():
+    """Start simulated models with a provider profile: serve("openai-reasoning"); all stopped afterwards."""
+    servers: list[FakeLLM] = []
+
+    def start(profile: str, **config) -> FakeLLM:
+        server = FakeLLM(FakeConfig(latency_ms=0, profile=profile, **config)).start(stop_after=60)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def judge(project, fake_llm):
+    return make_judge(project, fake_llm)
+
+
+@pytest.fixture
+def evaluation_setup(project):
+    version = factories.make_rubric(project=project, name="Quality")
+    evaluation = factories.make_evaluation(project, factories.make_dataset(project, items=3), [version])
+    return evaluation, version
 
 
 def make_judge(project, server, *, name="fake judge", model="fake-judge", **fields) -> Judge:

@@ -3,23 +3,9 @@
 import httpx
 import pytest
 
-from judges.fake_llm import FakeConfig, FakeLLM
+from judges.fake_llm import FakeLLM
 
 MESSAGES = [{"role": "user", "content": "Rate it (1-5). Score:"}]
-
-
-@pytest.fixture
-def serve():
-    servers: list[FakeLLM] = []
-
-    def start(profile: str, **config) -> FakeLLM:
-        server = FakeLLM(FakeConfig(latency_ms=0, profile=profile, **config)).start(stop_after=60)
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
 
 
 def post(server: FakeLLM, body: dict, **kwargs) -> httpx.Response:

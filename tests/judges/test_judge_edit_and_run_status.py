@@ -3,26 +3,11 @@ actions; the evaluation page's statuses update while anything runs."""
 
 from datetime import timedelta
 
-import pytest
 from django.urls import reverse
 from django.utils import timezone
 
 from judges import services
 from judges.models import Judge, JudgeRun
-from tests import factories
-from tests.judges.conftest import make_judge
-
-
-@pytest.fixture
-def judge(project, fake_llm):
-    return make_judge(project, fake_llm)
-
-
-@pytest.fixture
-def evaluation_setup(project):
-    version = factories.make_rubric(project=project, name="Quality")
-    evaluation = factories.make_evaluation(project, factories.make_dataset(project, items=3), [version])
-    return evaluation, version
 
 
 def edit_data(judge: Judge, **changes) -> dict:

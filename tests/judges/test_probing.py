@@ -7,25 +7,10 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from judges import services
-from judges.fake_llm import FakeConfig, FakeLLM
 from judges.models import Judge
 from judges.probing import test_connection as probe_connection
 from tests import factories
 from tests.judges.conftest import make_judge
-
-
-@pytest.fixture
-def serve():
-    servers: list[FakeLLM] = []
-
-    def start(profile: str, **config) -> FakeLLM:
-        server = FakeLLM(FakeConfig(latency_ms=0, profile=profile, **config)).start(stop_after=60)
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
 
 
 def test_probing_a_reasoning_model_finds_max_completion_tokens_no_temperature_no_logprobs(project, serve):

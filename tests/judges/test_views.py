@@ -10,18 +10,6 @@ from tests import factories
 from tests.judges.conftest import TEST_KEY_ENV, judge_form_data, make_judge
 
 
-@pytest.fixture
-def judge(project, fake_llm):
-    return make_judge(project, fake_llm)
-
-
-@pytest.fixture
-def evaluation_setup(project):
-    version = factories.make_rubric(project=project, name="Quality")
-    evaluation = factories.make_evaluation(project, factories.make_dataset(project, items=3), [version])
-    return evaluation, version
-
-
 def judge_pages(project, judge):
     return [
         reverse("judge_list", args=[project.slug]),
