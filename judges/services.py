@@ -29,9 +29,6 @@ from .calls import LaneContext, process_call
 from .claims import ClaimAhead, release_claim
 from .endpoints import build_request, sent_parameters
 from .models import Judge, JudgeCall, JudgeRun
-from .probing import test_connection
-
-__all__ = ["test_connection"]  # the judge page's connection test lives in judges.probing
 
 ESTIMATE_SAMPLE_ITEMS = 50
 EXPECTED_SCORE_TOKENS = 5

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from projects.access import RESEARCHER, get_evaluation_for, get_judge_run_for, get_project_for
 
-from . import services
+from . import probing, services
 from .credentials import can_store_keys
 from .forms import JudgeForm, ReplaceKeyForm, RunChoiceForm
 from .models import Judge, JudgeCall
@@ -124,7 +124,7 @@ def judge_replace_key(request, slug: str, pk: int):
 def judge_test_connection(request, slug: str, pk: int):
     project = get_project_for(request.user, slug, role=RESEARCHER)
     judge = get_object_or_404(Judge, project=project, pk=pk)
-    result = services.test_connection(judge=judge)
+    result = probing.test_connection(judge=judge)
     runs = judge.runs.select_related("evaluation", "rubric_version__rubric")
     context = {
         "project": project,

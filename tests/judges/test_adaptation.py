@@ -4,7 +4,7 @@ import pytest
 from django.urls import reverse
 
 from evaluations.models import Rating
-from judges import services
+from judges import probing, services
 from judges.fake_llm import FakeConfig, FakeLLM
 from judges.models import JudgeCall, JudgeRun
 from tests import factories
@@ -51,7 +51,7 @@ def test_the_run_page_lists_what_the_run_changed(researcher_client, project, rea
 
 def test_a_tested_judge_sends_the_right_parameters_from_the_first_call(project, reasoning_server):
     judge = make_judge(project, reasoning_server, model="fake-o4")
-    assert services.test_connection(judge=judge).ok
+    assert probing.test_connection(judge=judge).ok
     before = reasoning_server.stats.requests
     run = run_on(project, judge, items=4)
     assert run.status == JudgeRun.Status.DONE and run.adaptations == []
