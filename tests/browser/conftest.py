@@ -11,7 +11,10 @@ import pytest
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 CHROMIUM = Path("/usr/bin/chromium")
-PORTS = range(8300, 8400)  # this part of the suite's own range, on loopback only
+# This part of the suite's own range, on loopback only, split between pytest-xdist's processes (gw0, gw1,
+# ...): each probes its own tenth, so two processes probing at the same moment never pick the same port.
+_XDIST_INDEX = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0) % 10
+PORTS = range(8300 + 10 * _XDIST_INDEX, 8310 + 10 * _XDIST_INDEX)
 
 
 def free_port() -> int:
@@ -25,8 +28,9 @@ def free_port() -> int:
     raise RuntimeError(f"no free port in {PORTS.start}-{PORTS.stop - 1}")
 
 
-# pytest-django's live_server reads this once, when the first browser test starts it.
-os.environ.setdefault("DJANGO_LIVE_TEST_SERVER_ADDRESS", f"127.0.0.1:{free_port()}")
+# pytest-django's live_server reads this once, when the first browser test starts it. Set in every process,
+# not defaulted: xdist's workers inherit the controller's environment, and with it the controller's port.
+os.environ["DJANGO_LIVE_TEST_SERVER_ADDRESS"] = f"127.0.0.1:{free_port()}"
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",

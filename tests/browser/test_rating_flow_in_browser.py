@@ -7,6 +7,7 @@ import csv
 import io
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from evaluations.models import Rating
 from projects.models import Membership
@@ -113,6 +114,16 @@ def test_a_refused_submit_keeps_the_layout_and_focuses_the_first_unanswered_rubr
     assert Rating.objects.filter(rater__user=annotator).count() == 4
 
 
+def scrolled_to_top(page) -> bool:
+    """htmx's `show:window:top` scrolls after the swap settles, a moment after the new panel is in the
+    page: wait for it (briefly) rather than read the position while the swap is still settling."""
+    try:
+        page.wait_for_function("window.scrollY === 0", timeout=2000)
+    except PlaywrightTimeoutError:
+        return False
+    return True
+
+
 def test_skip_key_undo_key_history_reopen_and_true_counts(screen, viewport, live_server, annotator):
     page = screen
     evaluation = make_study(annotator)
@@ -126,7 +137,7 @@ def test_skip_key_undo_key_history_reopen_and_true_counts(screen, viewport, live
     page.keyboard.type("The dialog is cut off.")
     page.keyboard.press("Enter")
     page.wait_for_selector(f"#rating-panel:not([data-item='{skipped}'])")
-    assert page.evaluate("window.scrollY") == 0
+    assert scrolled_to_top(page)
     # Rate the second item, by tapping on a phone and with keys on a desktop.
     rated = page.get_attribute("#rating-panel", "data-item")
     page.keyboard.press("a")
@@ -142,7 +153,7 @@ def test_skip_key_undo_key_history_reopen_and_true_counts(screen, viewport, live
         for key in ("3", "4", "2", "Enter"):
             page.keyboard.press(key)
     page.wait_for_selector(f"#rating-panel:not([data-item='{rated}'])")
-    assert page.evaluate("window.scrollY") == 0  # the next item starts at its top
+    assert scrolled_to_top(page)  # the next item starts at its top
     assert "1 of your share of 3" in page.inner_text(".rating-head")
     # u takes the submit back: its answers are in the form again, nothing of them is saved.
     page.keyboard.press("u")
@@ -196,7 +207,7 @@ def test_phone_layout_dialog_first_one_rubric_open_and_a_short_header(chromium, 
         page.keyboard.type("B is kinder.")
         page.keyboard.press("Enter")
         page.wait_for_selector("#rating-panel[data-stage='rest']")
-        assert page.evaluate("window.scrollY") == 0
+        assert scrolled_to_top(page)
         assert box(page, ".dialog-card")["y"] < box(page, "#rating-form")["y"]
         open_scales = page.locator("fieldset.rubric-form .scale:visible").count()
         assert open_scales == 1  # the other rubrics are one line each
