@@ -3,6 +3,7 @@
 Screenshots go to /tmp/concord-flow-*.png so that a person can look at the layout.
 """
 
+import contextlib
 import csv
 import io
 
@@ -85,6 +86,7 @@ def test_a_refused_submit_keeps_the_layout_and_focuses_the_first_unanswered_rubr
     # is on the unanswered rubric, not in the explanation box, so the next key picks a value.
     page.keyboard.press("Enter")
     page.wait_for_selector("fieldset.rubric-form.has-error")
+    focus_settled(page)
     assert page.evaluate("document.activeElement.tagName") == "FIELDSET"
     assert page.locator("link[href$='concord.css']").count() == 1 and page.locator(".topbar").count() == 1
     assert page.locator(".dialog-card").count() == 1 and page.locator("#rating-panel").count() == 1
@@ -98,6 +100,7 @@ def test_a_refused_submit_keeps_the_layout_and_focuses_the_first_unanswered_rubr
     page.keyboard.press("4")
     page.keyboard.press("Enter")
     page.wait_for_selector("fieldset.rubric-form.has-error")
+    focus_settled(page)
     page.screenshot(path=SHOTS.format(f"refused-{viewport}"), full_page=False)
     assert page.locator("input[type=radio]:checked").count() == 1
     assert page.locator("fieldset.rubric-form.has-error").count() == 2
@@ -112,6 +115,13 @@ def test_a_refused_submit_keeps_the_layout_and_focuses_the_first_unanswered_rubr
     page.keyboard.press("Enter")
     page.wait_for_selector(f"#rating-panel:not([data-item='{before}'])")
     assert Rating.objects.filter(rater__user=annotator).count() == 4
+
+
+def focus_settled(page) -> None:
+    """rating.js moves the focus when it sets up the swapped-in form, a moment after the form is in the
+    page: wait briefly for the focus to leave the body (the assertions after this say where it went)."""
+    with contextlib.suppress(PlaywrightTimeoutError):
+        page.wait_for_function("document.activeElement !== document.body", timeout=2000)
 
 
 def scrolled_to_top(page) -> bool:
