@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -19,20 +21,46 @@ from agreement.tables import (
 )
 
 
-def model_report(ctx: Context, col: int) -> dict:
+@dataclass
+class ModelFigures:
+    """One model rater against the people: each person, the majority or mean, intervals, verdict."""
+
+    items: int
+    vs_each_human: dict[str, Any]
+    vs_majority: dict[str, Any]
+    ci: dict[str, list[float]]  # of vs_majority's headline figures
+    ci_vs_each_human: dict[str, list[float]]
+    verdict: dict[str, Any]
+    confusion: dict[str, Any]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "items": self.items,
+            "vs_each_human": self.vs_each_human,
+            "vs_majority": self.vs_majority,
+            "ci": self.ci,
+            "ci_vs_each_human": self.ci_vs_each_human,
+            "verdict": self.verdict,
+            "confusion": self.confusion,
+        }
+
+
+def model_report(ctx: Context, col: int) -> ModelFigures:
     cols = ctx.human_cols
     values = ctx.matrix.values
     model_ok = np.isfinite(values[:, col])
     humans_n = np.isfinite(values[:, cols]).sum(axis=1) if cols else np.zeros(values.shape[0])
     usable = model_ok & (humans_n >= 1)
-    out: dict = {
-        "items": int(usable.sum()),
-        "vs_each_human": vs_each_human(ctx, col, usable),
-        "vs_majority": vs_majority(ctx, col, usable),
-    }
-    out["ci"], out["ci_vs_each_human"], out["verdict"] = headline_intervals(ctx, col, usable, humans_n)
-    out["confusion"] = confusion_matrix(ctx, col, usable)
-    return out
+    ci, ci_vs_each_human, verdict = headline_intervals(ctx, col, usable, humans_n)
+    return ModelFigures(
+        items=int(usable.sum()),
+        vs_each_human=vs_each_human(ctx, col, usable),
+        vs_majority=vs_majority(ctx, col, usable),
+        ci=ci,
+        ci_vs_each_human=ci_vs_each_human,
+        verdict=verdict,
+        confusion=confusion_matrix(ctx, col, usable),
+    )
 
 
 def vs_each_human(ctx: Context, col: int, usable: np.ndarray) -> dict:
@@ -181,13 +209,27 @@ def _headline_names(ctx: Context) -> list[str]:
     return [*names, *(f"verdict:{name}" for name in verdict)]
 
 
-def _headline_figures(ctx: Context, unique: np.ndarray, w: np.ndarray, names: list[str]) -> np.ndarray:
+@dataclass
+class _HeadlineRows:
+    """What the headline figures need from the distinct rows, worked out once for every chunk of resamples."""
+
+    codes: np.ndarray  # people's codes, then the model's
+    majority_cell: np.ndarray  # (model, people's majority or rounded mean) confusion cell, -1 without one
+    comparable: np.ndarray  # two or more people rated the row (bool)
+    # Per row, side by side so that one product reads the weights once: people who gave the model's
+    # code, people who rated, the same two without ties, then on comparable rows only: the first two
+    # and the people's agreeing pairs and pairs of ratings.
+    sums: np.ndarray
+
+
+def _headline_rows(ctx: Context, unique: np.ndarray) -> _HeadlineRows:
+    key = ("headline", id(unique))
+    if key in ctx.plans and ctx.plans[key][0] is unique:
+        return ctx.plans[key][1]
     k = len(ctx.human_cols)
-    comparable = unique[:, -1] == 1
     model_code = unique[:, -2]
     people = unique[:, :-2].reshape(unique.shape[0], k, 2)
     human_codes = people[:, :, 0]
-    codes = np.concatenate([human_codes, model_code[:, None]], axis=1)
     if ctx.data.is_likert:
         mean = row_means(ctx.numbers(people[:, :, 1]))
         ref_code = category_codes(mean[:, None], ctx.data)[:, 0]
@@ -195,9 +237,43 @@ def _headline_figures(ctx: Context, unique: np.ndarray, w: np.ndarray, names: li
         _, ref_code = human_reference(
             ctx, list(range(k)), rows=np.where(human_codes >= 0, human_codes, np.nan)
         )
+    valid = human_codes >= 0
+    same = human_codes == model_code[:, None]
+    tie = -2 if ctx.tie is None else ctx.tie  # no code is -2: without a tie label nothing is dropped
+    no_tie = valid & (human_codes != tie) & (model_code[:, None] != tie)
+    ok = (ref_code >= 0) & (model_code >= 0)
+    comparable = unique[:, -1] == 1
+    agree, rated = (same & valid).sum(axis=1), valid.sum(axis=1)
+    pairs = st.pair_agreement_columns(st.category_counts(human_codes, ctx.levels))
+    sums = np.column_stack(
+        [
+            agree,
+            rated,
+            (same & no_tie).sum(axis=1),
+            no_tie.sum(axis=1),
+            agree,
+            rated,
+            pairs[:, 0],
+            pairs[:, 1],
+        ]
+    ).astype(np.float64)
+    sums[~comparable, 4:] = 0.0
+    rows = _HeadlineRows(
+        codes=np.concatenate([human_codes, model_code[:, None]], axis=1),
+        majority_cell=np.where(ok, model_code * ctx.levels + ref_code, -1),
+        comparable=comparable,
+        sums=sums,
+    )
+    ctx.plans[key] = (unique, rows)
+    return rows
+
+
+def _headline_figures(ctx: Context, unique: np.ndarray, w: np.ndarray, names: list[str]) -> np.ndarray:
+    k = len(ctx.human_cols)
+    rows = _headline_rows(ctx, unique)
     results = {}
-    ok = ref_code >= 0
-    confusion = st.w_confusion(np.where(ok, model_code, -1), ref_code, w, ctx.levels)
+    levels = ctx.levels
+    confusion = st.grouped_sums(w, rows.majority_cell, levels * levels).reshape(w.shape[0], levels, levels)
     results["maj:percent_agreement"] = st._divide(
         np.trace(confusion, axis1=1, axis2=2), confusion.sum(axis=(1, 2))
     )
@@ -208,28 +284,21 @@ def _headline_figures(ctx: Context, unique: np.ndarray, w: np.ndarray, names: li
         results["maj:agreement_without_ties"] = st._divide(
             np.trace(kept, axis1=1, axis2=2), kept.sum(axis=(1, 2))
         )
-    valid = human_codes >= 0
-    agree = ((human_codes == model_code[:, None]) & valid).sum(axis=1).astype(np.float64)
-    results["each:percent_agreement"] = st._divide(w @ agree, w @ valid.sum(axis=1).astype(np.float64))
+    sums = st._wsum(w, rows.sums)
+    results["each:percent_agreement"] = st._divide(sums[:, 0], sums[:, 1])
     if ctx.tie is not None:
         results["each:agreement_with_ties"] = results["each:percent_agreement"]
-        no_tie = valid & (human_codes != ctx.tie) & (model_code[:, None] != ctx.tie)
-        agree_nt = ((human_codes == model_code[:, None]) & no_tie).sum(axis=1).astype(np.float64)
-        results["each:agreement_without_ties"] = st._divide(
-            w @ agree_nt, w @ no_tie.sum(axis=1).astype(np.float64)
-        )
+        results["each:agreement_without_ties"] = st._divide(sums[:, 2], sums[:, 3])
     all_pairs = [(h, k) for h in range(k)]
-    results["each:cohen_kappa"] = mean_pair_kappa(ctx, codes, w, all_pairs, anchor=unique)
+    results["each:cohen_kappa"] = mean_pair_kappa(ctx, rows.codes, w, all_pairs, anchor=unique)
     # The verdict compares, on items with two or more people, the model against each person with
     # the people against each other.
-    wc = w * comparable[None, :]
     human_pairs_ = list(itertools.combinations(range(k), 2))
-    results["verdict:kappa_model"] = mean_pair_kappa(ctx, codes, wc, all_pairs, anchor=unique)
-    results["verdict:kappa_humans"] = mean_pair_kappa(ctx, codes, wc, human_pairs_, anchor=unique)
-    results["verdict:pa_model"] = st._divide(wc @ agree, wc @ valid.sum(axis=1).astype(np.float64))
-    counts = st.category_counts(human_codes, ctx.levels)
-    pa_agree, pa_pairs = st.w_pair_agreement(counts, wc)
-    results["verdict:pa_humans"] = st._divide(pa_agree, pa_pairs)
+    comparable = {"anchor": unique, "only": rows.comparable}
+    results["verdict:kappa_model"] = mean_pair_kappa(ctx, rows.codes, w, all_pairs, **comparable)
+    results["verdict:kappa_humans"] = mean_pair_kappa(ctx, rows.codes, w, human_pairs_, **comparable)
+    results["verdict:pa_model"] = st._divide(sums[:, 4], sums[:, 5])
+    results["verdict:pa_humans"] = st._divide(sums[:, 6], sums[:, 7])
     results["verdict:kappa_diff"] = results["verdict:kappa_model"] - results["verdict:kappa_humans"]
     results["verdict:pa_diff"] = results["verdict:pa_model"] - results["verdict:pa_humans"]
     return np.stack([results[name] for name in names], axis=1)
@@ -239,7 +308,9 @@ def _verdict_undefined(why: str) -> dict:
     return {"label": "undefined", "text": f"No verdict: {why}.", "why": why}
 
 
-def make_verdict(ctx: Context, point: np.ndarray, ci, names: list[str], items: int) -> dict:
+def make_verdict(
+    ctx: Context, point: np.ndarray, ci: np.ndarray | None, names: list[str], items: int
+) -> dict:
     """Does the model agree with people at least as well as people agree with each other?"""
     if items == 0:
         return _verdict_undefined("no item the model rated has two or more human ratings")

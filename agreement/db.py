@@ -5,9 +5,15 @@ from operator import itemgetter
 import numpy as np
 from django.contrib.postgres.aggregates import ArrayAgg
 from django.db import connection
+from django.db.models import QuerySet
+
+from evaluations.models import Rating
+
+# (item ids, rater ids, distinct value texts, each rating's index into them, parse_failed)
+RatingArrays = tuple[np.ndarray, np.ndarray, list[str], np.ndarray, np.ndarray]
 
 
-def read_ratings(ratings) -> tuple:
+def read_ratings(ratings: QuerySet[Rating]) -> RatingArrays:
     """The ratings of a queryset as (item ids, rater ids, distinct value texts, each rating's text code,
     parse_failed): grouped by value in PostgreSQL, row by row elsewhere. Same arrays up to order."""
     if connection.vendor == "postgresql":
@@ -15,7 +21,7 @@ def read_ratings(ratings) -> tuple:
     return _read_rows(ratings)
 
 
-def read_grouped(ratings) -> tuple:
+def read_grouped(ratings: QuerySet[Rating]) -> RatingArrays:
     """PostgreSQL: one row per distinct (value, parse_failed) with the item and rater ids as arrays.
 
     A rubric has a handful of distinct values, so this moves a few arrays instead of one Python
@@ -35,7 +41,7 @@ def read_grouped(ratings) -> tuple:
     return item_ids, rater_ids, [g[0] for g in groups], text_codes, failed
 
 
-def _read_rows(ratings) -> tuple:
+def _read_rows(ratings: QuerySet[Rating]) -> RatingArrays:
     """Any database: one tuple per rating, taken apart column by column (cheaper than zip(*rows))."""
     rows = list(ratings.values_list("item_id", "rater_id", "value", "parse_failed"))
     count = len(rows)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
@@ -91,7 +92,7 @@ def with_examples(template: str, examples: list[str]) -> str:
 
 
 def make_examples_version(
-    *, evaluation: Evaluation, run: Run, item_ids: list[int], created_by=None
+    *, evaluation: Evaluation, run: Run, item_ids: list[int], created_by: User | None = None
 ) -> RubricVersion:
     """A new version of the run's rubric with the chosen items as examples, judge-only in `evaluation`."""
     chosen = list(dict.fromkeys(item_ids))

@@ -1,5 +1,7 @@
 """The alt-test settings of an evaluation (who the people are, hence epsilon; the alignment metric)."""
 
+from typing import Any
+
 from django import forms
 
 from agreement.alt_test import EPSILON_BY_EXPERTISE
@@ -20,12 +22,12 @@ class AltTestSettingsForm(forms.ModelForm):
         fields = ["annotator_expertise", "alt_test_metric"]
         labels = {"annotator_expertise": "The people are", "alt_test_metric": "Alignment score (likert)"}
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if self.instance.annotator_expertise == Evaluation.Expertise.CUSTOM:
             self.fields["custom_epsilon"].initial = self.instance.alt_test_epsilon
 
-    def clean(self):
+    def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         expertise = data.get("annotator_expertise")
         if expertise == Evaluation.Expertise.CUSTOM and data.get("custom_epsilon") is None:

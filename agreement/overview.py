@@ -13,14 +13,14 @@ VERDICT_PHRASES = {
 }
 
 
-def _figure(value, ci) -> dict:
+def _figure(value: float | None, ci: list[float] | None) -> dict:
     return {
         "value": "–" if value is None else f"{value:.3f}",
         "ci": f"{ci[0]:.3f} – {ci[1]:.3f}" if ci else "",
     }
 
 
-def _consistency(run_id, consistency: dict[int, dict]) -> dict | None:
+def _consistency(run_id: int | None, consistency: dict[int, dict]) -> dict | None:
     found = consistency.get(run_id) if run_id else None
     if not found or found["share"] is None:
         return None

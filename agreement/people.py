@@ -71,22 +71,32 @@ def _human_figures(
     ctx: Context, unique: np.ndarray, w: np.ndarray, headline: list[str], levels: np.ndarray
 ) -> np.ndarray:
     codes, value_codes = unique[:, :, 0], unique[:, :, 1]
-    counts = st.category_counts(codes, ctx.levels)
+    key = ("people", id(unique))
+    if key not in ctx.plans or ctx.plans[key][0] is not unique:
+        counts = st.category_counts(codes, ctx.levels)
+        alpha_counts = st.category_counts(value_codes, levels.shape[0]) if ctx.data.is_likert else counts
+        # Every linear figure's per-row terms side by side, so one product reads the weights once:
+        # the alpha coincidences, then agreeing pairs and pairs with and without the tie label.
+        columns = [st.alpha_contributions(alpha_counts), st.pair_agreement_columns(counts)]
+        if ctx.tie is not None:
+            columns.append(st.pair_agreement_columns(counts, exclude=ctx.tie))
+        ctx.plans[key] = (unique, np.concatenate(columns, axis=1))
+    sums = st._wsum(w, ctx.plans[key][1])
+    side = levels.shape[0] if ctx.data.is_likert else ctx.levels
+    width = side * side
     out = []
     for metric in headline:
         if metric == "krippendorff_alpha":
-            level = "ordinal" if ctx.data.is_likert else "nominal"
-            if ctx.data.is_likert:
-                alpha_counts = st.category_counts(value_codes, levels.shape[0])
-                out.append(st.w_alpha(alpha_counts, w, level=level, values=levels))
-            else:
-                out.append(st.w_alpha(counts, w, level=level))
+            level, values = ("ordinal", levels) if ctx.data.is_likert else ("nominal", None)
+            out.append(
+                st.alpha_from_coincidence(
+                    sums[:, :width].reshape(w.shape[0], side, side), level=level, values=values
+                )
+            )
         elif metric in ("percent_agreement", "agreement_with_ties"):
-            agree, pairs = st.w_pair_agreement(counts, w)
-            out.append(st._divide(agree, pairs))
+            out.append(st._divide(sums[:, width], sums[:, width + 1]))
         elif metric == "agreement_without_ties":
-            agree, pairs = st.w_pair_agreement(counts, w, exclude=ctx.tie)
-            out.append(st._divide(agree, pairs))
+            out.append(st._divide(sums[:, width + 2], sums[:, width + 3]))
         elif metric == "cohen_kappa":
             combinations = list(itertools.combinations(range(codes.shape[1]), 2))
             out.append(mean_pair_kappa(ctx, codes, w, combinations, anchor=unique))

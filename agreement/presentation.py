@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from typing import Any
 
 from evaluations import safe_csv
 
@@ -58,7 +59,7 @@ def metric_label(metric: str, kind: str = "") -> str:
     return KIND_LABELS.get((metric, kind)) or LABELS.get(metric, metric.replace("_", " "))
 
 
-def fmt(value) -> str:
+def fmt(value: object) -> str:
     if value is None:
         return "–"
     if isinstance(value, float):
@@ -203,8 +204,8 @@ def report_csv(report: dict) -> str:
 
 
 def _write_block(
-    writer, head: list, name: str, rater: str, other: str, figures: dict, ci: dict | None = None
-):
+    writer: Any, head: list, name: str, rater: str, other: str, figures: dict, ci: dict | None = None
+) -> None:
     for row in metric_rows(figures, ci):
         interval = (ci or figures.get("ci") or {}).get(row["metric"]) or ["", ""]
         value = figures[row["metric"]]

@@ -89,7 +89,7 @@ def _parse_values(
     kind: str,
     labels: list[str],
     label_values: np.ndarray,
-):
+) -> tuple[np.ndarray, np.ndarray, list[str], np.ndarray]:
     """Ratings' text (distinct texts and each rating's index) as floats (likert) or codes.
 
     Values that do not parse are counted as invalid.

@@ -14,11 +14,12 @@ Conventions (also in docs/agreement.md):
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from agreement.against_people import disagreement_list, model_report
+from agreement.against_people import ModelFigures, disagreement_list, model_report
 from agreement.estimates import ppi_entry
 from agreement.people import human_human, human_summaries
 from agreement.reading import RubricRatings, items_matching, load_ratings, metadata_values, rater_directory
@@ -27,10 +28,136 @@ from agreement.stand_in import AltTestSettings, alt_test_entry
 from agreement.tables import Context, distribution, items_exactly, items_with, to_matrix
 from datasets.models import Item
 from evaluations.models import Evaluation, Rater
-from rubrics.models import RubricVersion
 
 DEFAULT_RESAMPLES = 1000
 DEFAULT_SEED = 20230601
+
+# A group of figures keyed by metric ("cohen_kappa": 0.71, ...), with "why" for those undefined.
+Figures = dict[str, Any]
+
+
+@dataclass
+class RaterAgreement:
+    """One model rater of a rubric against the people: every figure, interval, verdict and estimate."""
+
+    rater: str
+    judge_run: int | None
+    simulated: bool
+    rated: int
+    parse_failures: int
+    invalid: int
+    missing: int
+    against_people: ModelFigures
+    alt_test: Figures
+    ppi: Figures
+    split: Figures | None = None  # tune / held-out figures (whole-evaluation reports only)
+    growth: Figures | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "rater": self.rater,
+            "kind": "model",
+            "judge_run": self.judge_run,
+            "simulated": self.simulated,
+            "rated": self.rated,
+            "parse_failures": self.parse_failures,
+            "invalid": self.invalid,
+            "missing": self.missing,
+            **self.against_people.as_json(),
+            "alt_test": self.alt_test,
+            "ppi": self.ppi,
+        }
+        if self.split is not None:
+            out["split"] = self.split
+            out["growth"] = self.growth
+        return out
+
+
+@dataclass
+class RubricReport:
+    """One rubric version's block of the report: counts, people with each other, each model rater."""
+
+    rubric: str
+    version: int
+    kind: str
+    items: int
+    labels: list[str]
+    ratings: dict[str, int]  # human, model, parse_failures, invalid
+    missing: dict[str, int]  # human_ratings, items_without_human_rating, items_with_one_human_rating
+    human_human: Figures
+    humans: list[Figures]  # each person's agreement with the others
+    raters: list[RaterAgreement] = field(default_factory=list)
+    distribution: dict[str, list[int]] = field(default_factory=dict)  # "human" and each model rater
+    disagreements: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "rubric": self.rubric,
+            "version": self.version,
+            "kind": self.kind,
+            "items": self.items,
+            "labels": self.labels,
+            "ratings": self.ratings,
+            "missing": self.missing,
+            "human_human": self.human_human,
+            "humans": self.humans,
+            "raters": [rater.as_json() for rater in self.raters],
+            "distribution": self.distribution,
+            "disagreements": self.disagreements,
+        }
+
+
+@dataclass
+class Report:
+    """The agreement report of an evaluation (or of the items matching `where`)."""
+
+    evaluation: str
+    project: str
+    where: dict[str, str]
+    rubrics: list[RubricReport]
+
+    def as_json(self) -> dict[str, Any]:
+        """The report as JSON data (the download, the stored computation), NaN and infinity as None."""
+        return finite_only(
+            {
+                "evaluation": self.evaluation,
+                "project": self.project,
+                "where": self.where,
+                "rubrics": [block.as_json() for block in self.rubrics],
+            }
+        )
+
+
+@dataclass
+class ReportSlice:
+    value: str
+    where: dict[str, str]
+    rubrics: list[RubricReport]
+
+
+@dataclass
+class ReportsBy:
+    """One report per value of a metadata key."""
+
+    evaluation: str
+    project: str
+    where: dict[str, str]
+    by: str
+    slices: list[ReportSlice]
+
+    def as_json(self) -> dict[str, Any]:
+        return finite_only(
+            {
+                "evaluation": self.evaluation,
+                "project": self.project,
+                "where": self.where,
+                "by": self.by,
+                "slices": [
+                    {"value": s.value, "where": s.where, "rubrics": [block.as_json() for block in s.rubrics]}
+                    for s in self.slices
+                ],
+            }
+        )
 
 
 def build_report(
@@ -42,13 +169,13 @@ def build_report(
     seed: int = DEFAULT_SEED,
     disagreements: int = 20,
     alt_test: AltTestSettings | None = None,
-) -> dict:
+) -> Report:
     """The whole report of an evaluation (optionally one rubric, optionally a metadata slice).
 
     `alt_test`: epsilon and metric of the alternative annotator test; default the evaluation's.
     """
     alt_test = alt_test or AltTestSettings.of(evaluation)
-    versions = evaluation_versions(evaluation=evaluation, rubric=rubric)
+    versions = evaluation.ordered_versions(rubric)
     raters = rater_directory(evaluation)
     selected = items_matching(evaluation=evaluation, where=where) if where else None
     total_items = evaluation.items().count() if selected is None else None
@@ -73,13 +200,9 @@ def build_report(
             )
         )
     _attach_external_ids(blocks)
-    report = {
-        "evaluation": evaluation.name,
-        "project": evaluation.project.slug,
-        "where": where or {},
-        "rubrics": blocks,
-    }
-    return finite_only(report)
+    return Report(
+        evaluation=evaluation.name, project=evaluation.project.slug, where=where or {}, rubrics=blocks
+    )
 
 
 def build_reports_by(
@@ -91,16 +214,16 @@ def build_reports_by(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     alt_test: AltTestSettings | None = None,
-) -> dict:
+) -> ReportsBy:
     """One report per value of metadata key `by`, reading each rubric's ratings once."""
     alt_test = alt_test or AltTestSettings.of(evaluation)
-    versions = evaluation_versions(evaluation=evaluation, rubric=rubric)
+    versions = evaluation.ordered_versions(rubric)
     raters = rater_directory(evaluation)
     groups = metadata_values(evaluation=evaluation, key=by)
     if where:
         allowed = items_matching(evaluation=evaluation, where=where)
         groups = {value: ids[np.isin(ids, allowed)] for value, ids in groups.items()}
-    slices: dict[str, list[dict]] = {value: [] for value in groups}
+    slices: dict[str, list[RubricReport]] = {value: [] for value in groups}
     for version in versions:
         data = load_ratings(evaluation=evaluation, version=version)
         _add_unknown_raters(raters, data)
@@ -117,17 +240,15 @@ def build_reports_by(
                     alt_test=alt_test,
                 )
             )
-    return finite_only(
-        {
-            "evaluation": evaluation.name,
-            "project": evaluation.project.slug,
-            "where": where or {},
-            "by": by,
-            "slices": [
-                {"value": value, "where": {**(where or {}), by: value}, "rubrics": blocks}
-                for value, blocks in slices.items()
-            ],
-        }
+    return ReportsBy(
+        evaluation=evaluation.name,
+        project=evaluation.project.slug,
+        where=where or {},
+        by=by,
+        slices=[
+            ReportSlice(value=value, where={**(where or {}), by: value}, rubrics=blocks)
+            for value, blocks in slices.items()
+        ],
     )
 
 
@@ -138,7 +259,7 @@ def _add_unknown_raters(raters: dict[int, dict], data: RubricRatings) -> None:
         raters[pk] = {"name": name, "kind": kind, "judge_run": None, "simulated": False}
 
 
-def finite_only(value):
+def finite_only(value: Any) -> Any:
     """The report with every NaN or infinity replaced by None, so it is valid JSON everywhere."""
     if isinstance(value, dict):
         return {key: finite_only(item) for key, item in value.items()}
@@ -149,24 +270,13 @@ def finite_only(value):
     return value
 
 
-def evaluation_versions(*, evaluation: Evaluation, rubric: str | None) -> list[RubricVersion]:
-    versions = list(evaluation.rubric_versions.select_related("rubric").order_by("rubric__name", "number"))
-    if rubric is None:
-        return versions
-    chosen = [v for v in versions if v.rubric.name == rubric or str(v) == rubric]
-    if not chosen:
-        names = ", ".join(str(v) for v in versions) or "none"
-        raise ValueError(f"evaluation {evaluation.name!r} has no rubric {rubric!r} (it has: {names})")
-    return chosen
-
-
-def _attach_external_ids(blocks: list[dict]) -> None:
-    wanted = {entry["item_id"] for block in blocks for entry in block["disagreements"]}
+def _attach_external_ids(blocks: list[RubricReport]) -> None:
+    wanted = {entry["item_id"] for block in blocks for entry in block.disagreements}
     if not wanted:
         return
     names = dict(Item.objects.filter(pk__in=wanted).values_list("pk", "external_id"))
     for block in blocks:
-        for entry in block["disagreements"]:
+        for entry in block.disagreements:
             entry["external_id"] = names.get(entry["item_id"], "")
 
 
@@ -181,7 +291,7 @@ def rubric_report(
     disagreements: int,
     alt_test: AltTestSettings | None = None,
     split_key: int | None = None,
-) -> dict:
+) -> RubricReport:
     """One rubric version's block; `split_key` (the evaluation id) adds tune and held-out figures."""
     version = data.version
     present = sorted(set(data.rater_ids.tolist()), key=lambda r: (raters[r]["kind"], raters[r]["name"]))
@@ -192,57 +302,51 @@ def rubric_report(
     context = Context(data=data, matrix=matrix, human_cols=human_cols, resamples=resamples, seed=seed)
     human_ratings = int(np.isfinite(matrix.values[:, human_cols]).sum()) if humans else 0
     human_names = [raters[r]["name"] for r in humans]
-    block: dict[str, Any] = {
-        "rubric": version.rubric.name,
-        "version": version.number,
-        "kind": data.kind,
-        "items": items,
-        "labels": data.labels,
-        "ratings": {
+    block = RubricReport(
+        rubric=version.rubric.name,
+        version=version.number,
+        kind=data.kind,
+        items=items,
+        labels=data.labels,
+        ratings={
             "human": human_ratings,
             "model": int(np.isfinite(matrix.values[:, len(humans) :]).sum()),
             "parse_failures": int(data.parse_failed.sum()),
             "invalid": int(data.invalid.sum()),
         },
-        "missing": {
+        missing={
             "human_ratings": max(0, items * overlap - human_ratings),
             "items_without_human_rating": max(0, items - items_with(matrix, human_cols, 1)),
             "items_with_one_human_rating": items_exactly(matrix, human_cols, 1),
         },
-        "human_human": human_human(context, [raters[r]["name"] for r in humans]),
-        "humans": human_summaries(context, [raters[r]["name"] for r in humans]),
-        "raters": [],
-        "distribution": {"human": distribution(matrix.codes[:, human_cols], len(data.labels))},
-        "disagreements": [],
-    }
+        human_human=human_human(context, human_names),
+        humans=human_summaries(context, human_names),
+        distribution={"human": distribution(matrix.codes[:, human_cols], len(data.labels))},
+    )
     for offset, rater_id in enumerate(models):
         col = len(humans) + offset
         info = raters[rater_id]
         mine = data.rater_ids == rater_id
-        entry = model_report(context, col)
-        entry = {
-            "rater": info["name"],
-            "kind": "model",
-            "judge_run": info["judge_run"],
-            "simulated": info["simulated"],
-            "rated": int(np.isfinite(matrix.values[:, col]).sum()),
-            "parse_failures": int((data.parse_failed & mine).sum()),
-            "invalid": int((data.invalid & mine).sum()),
-            "missing": max(0, items - int(mine.sum())),
-            **entry,
-            "alt_test": alt_test_entry(context, col, human_names, alt_test or AltTestSettings()),
-            "ppi": ppi_entry(context, col),
-        }
+        entry = RaterAgreement(
+            rater=info["name"],
+            judge_run=info["judge_run"],
+            simulated=info["simulated"],
+            rated=int(np.isfinite(matrix.values[:, col]).sum()),
+            parse_failures=int((data.parse_failed & mine).sum()),
+            invalid=int((data.invalid & mine).sum()),
+            missing=max(0, items - int(mine.sum())),
+            against_people=model_report(context, col),
+            alt_test=alt_test_entry(context, col, human_names, alt_test or AltTestSettings()),
+            ppi=ppi_entry(context, col),
+        )
         if split_key is not None:
-            entry["split"] = split_entry(context, col, held_out(split_key, matrix.item_ids))
-            entry["growth"] = growth_entry(context, col, split_key)
-        block["raters"].append(entry)
-        block["distribution"][info["name"]] = distribution(matrix.codes[:, [col]], len(data.labels))
+            entry.split = split_entry(context, col, held_out(split_key, matrix.item_ids))
+            entry.growth = growth_entry(context, col, split_key)
+        block.raters.append(entry)
+        block.distribution[info["name"]] = distribution(matrix.codes[:, [col]], len(data.labels))
         if disagreements:
-            block["disagreements"].extend(
-                disagreement_list(
-                    context, col, info["name"], [raters[r]["name"] for r in humans], disagreements
-                )
+            block.disagreements.extend(
+                disagreement_list(context, col, info["name"], human_names, disagreements)
             )
-    block["disagreements"].sort(key=lambda e: (-e["distance"], e["rater"], e["item_id"]))
+    block.disagreements.sort(key=lambda e: (-e["distance"], e["rater"], e["item_id"]))
     return block

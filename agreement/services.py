@@ -11,17 +11,16 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass
-from datetime import timedelta
 from functools import partial
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Max, Q
-from django.utils import timezone
+from django.db.models import Count, Max, Q, QuerySet
 
 from agreement.models import ReportCache
 from agreement.report import DEFAULT_RESAMPLES, DEFAULT_SEED, build_report
 from evaluations.models import Evaluation, Rater, Rating
+from projects import leases
 
 # Evaluations with fewer ratings than this are computed inside the page's request (well under a
 # second); larger ones in the background. Overridden by settings.AGREEMENT_INLINE_MAX_RATINGS.
@@ -29,6 +28,8 @@ INLINE_MAX_RATINGS = 20_000
 # A background claim older than this is taken as lost (worker gone, message dropped) and retried.
 # Overridden by settings.AGREEMENT_CLAIM_SECONDS. Bench: 20 annotators x 100k items took 16.5 s.
 CLAIM_SECONDS = 15 * 60
+# The task renews nothing while it computes: its claim lasts CLAIM_SECONDS from `computing_since`.
+REPORT_LEASE = leases.Lease(renewed="computing_since", held=~Q(computing=""))
 
 
 def _ratings_state(evaluation: Evaluation) -> tuple[str, int]:
@@ -81,11 +82,11 @@ def _compute_and_store(
     parameters = report_parameters(where=where, resamples=resamples)
     key = parameters_key(parameters)
     started = time.perf_counter()
-    payload = build_report(evaluation=evaluation, where=where or None, resamples=resamples, seed=DEFAULT_SEED)
+    report = build_report(evaluation=evaluation, where=where or None, resamples=resamples, seed=DEFAULT_SEED)
     values = {
         "parameters": parameters,
         "fingerprint": fingerprint,
-        "payload": payload,
+        "payload": report.as_json(),
         "seconds": time.perf_counter() - started,
         "failed": "",
         "error": "",
@@ -171,12 +172,12 @@ def request_background_report(
     parameters = report_parameters(where=where, resamples=resamples)
     key = parameters_key(parameters)
     ReportCache.objects.get_or_create(evaluation=evaluation, key=key, defaults={"parameters": parameters})
-    now = timezone.now()
-    expired = now - timedelta(seconds=int(getattr(settings, "AGREEMENT_CLAIM_SECONDS", CLAIM_SECONDS)))
-    claimed = (
-        ReportCache.objects.filter(evaluation=evaluation, key=key)
-        .filter(Q(computing="") | Q(computing_since__lt=expired))
-        .update(computing=fingerprint, computing_since=now)
+    claimed = leases.take(
+        ReportCache.objects.filter(evaluation=evaluation, key=key),
+        lease=REPORT_LEASE,
+        seconds=int(getattr(settings, "AGREEMENT_CLAIM_SECONDS", CLAIM_SECONDS)),
+        free=Q(computing=""),
+        computing=fingerprint,
     )
     if claimed:
         transaction.on_commit(
@@ -193,9 +194,7 @@ def _enqueue(*, evaluation_id: int, where: dict[str, str], resamples: int) -> No
         compute_agreement_report.delay(evaluation_id, where, resamples)
     except Exception:
         key = parameters_key(report_parameters(where=where, resamples=resamples))
-        ReportCache.objects.filter(evaluation_id=evaluation_id, key=key).update(
-            computing="", computing_since=None
-        )
+        _release(ReportCache.objects.filter(evaluation_id=evaluation_id, key=key))
         raise
 
 
@@ -209,16 +208,20 @@ def compute_report_in_background(*, evaluation_id: int, where: dict[str, str], r
     claim = ReportCache.objects.filter(evaluation=evaluation, key=key)
     fingerprint = ratings_fingerprint(evaluation)
     if _current(claim.first(), fingerprint):
-        claim.update(computing="", computing_since=None)
+        _release(claim)
         return False
     try:
         _compute_and_store(evaluation=evaluation, where=where, resamples=resamples, fingerprint=fingerprint)
     except Exception as error:  # recorded so the page says why instead of enqueueing it again; re-raised
         message = f"{type(error).__name__}: {error}"
-        claim.update(computing="", computing_since=None, failed=fingerprint, error=message)
+        _release(claim, failed=fingerprint, error=message)
         raise
-    claim.update(computing="", computing_since=None)
+    _release(claim)
     return True
+
+
+def _release(claim: QuerySet[ReportCache], **values: str) -> None:
+    leases.release(claim, lease=REPORT_LEASE, computing="", computing_since=None, **values)
 
 
 def fresh_cached_report(evaluation: Evaluation) -> dict | None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from agreement.tables import Context
+
 TUNE = "tune"
 HELD_OUT = "held_out"
 HELD_OUT_SHARE = 0.5
@@ -38,7 +40,7 @@ def part_of(evaluation_id: int, item_id: int) -> str:
     return HELD_OUT if bool(held_out(evaluation_id, np.array([item_id]))[0]) else TUNE
 
 
-def split_entry(ctx, col: int, held: np.ndarray) -> dict:
+def split_entry(ctx: Context, col: int, held: np.ndarray) -> dict:
     """`raters[].split`: the model against the people's majority (likert: rounded mean) on each part:
     percent agreement and Cohen's kappa (likert: quadratic-weighted, and the mean absolute error)."""
     from agreement.tables import kappa_of
@@ -61,7 +63,7 @@ def split_entry(ctx, col: int, held: np.ndarray) -> dict:
     return out
 
 
-def growth_entry(ctx, col: int, split_key: int, steps: int = 10) -> dict:
+def growth_entry(ctx: Context, col: int, split_key: int, steps: int = 10) -> dict:
     """`raters[].growth`: the model's agreement with the people's majority (likert: rounded mean) on
     the first k human-rated items of a fixed shuffle, k growing in `steps`, with 95% Wilson intervals:
     how the figure settles as human labels are added."""

@@ -16,6 +16,7 @@ from agreement.alt_test import (
     alt_test,
 )
 from agreement.tables import Context
+from evaluations.models import Evaluation
 
 METRIC_NAMES = {ACCURACY: "accuracy", NEG_RMSE: "negative RMSE"}
 EXPERTISE_NAMES = {
@@ -35,7 +36,9 @@ class AltTestSettings:
     expertise: str = "skilled"
 
     @classmethod
-    def of(cls, evaluation, *, epsilon: float | None = None, metric: str | None = None) -> AltTestSettings:
+    def of(
+        cls, evaluation: Evaluation, *, epsilon: float | None = None, metric: str | None = None
+    ) -> AltTestSettings:
         chosen_epsilon = evaluation.alt_test_epsilon if epsilon is None else epsilon
         return cls(
             epsilon=float(chosen_epsilon),

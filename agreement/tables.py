@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
+from scipy import sparse
 
 from agreement import statistics as st
 from agreement.reading import RubricRatings
@@ -137,48 +138,59 @@ def interval(ci: np.ndarray | None, k: int) -> list[float] | None:
 
 
 def mean_pair_kappa(
-    ctx: Context, codes: np.ndarray, w: np.ndarray, pairs: list[tuple[int, int]], *, anchor=None
+    ctx: Context,
+    codes: np.ndarray,
+    w: np.ndarray,
+    pairs: list[tuple[int, int]],
+    *,
+    anchor: object = None,
+    only: np.ndarray | None = None,
 ) -> np.ndarray:
     """Mean of Cohen's kappa over pairs of columns, weighted by the (resampled) items each pair shares.
 
-    Each pair only touches the rows it shares, sorted by (x, y) cell once per set of distinct
-    rows (`anchor`, the array the bootstrap passes to every chunk) and reused for every chunk.
+    Every pair's confusion table under every weighting comes from one sparse product: a 0/1 matrix
+    of (pair, cell) by distinct row, built once per set of distinct rows (`anchor`, the array the
+    bootstrap passes to every chunk), times the weights. `only` (bool per row) leaves the other rows out.
     """
-    total = np.zeros(w.shape[0])
-    weight = np.zeros(w.shape[0])
+    if not pairs:
+        return np.full(w.shape[0], np.nan)
     size = ctx.levels * ctx.levels
-    for rows, starts, cells in pair_plans(ctx, codes, pairs, anchor):
-        sums = np.add.reduceat(w[:, rows], starts, axis=1)
-        confusion = np.zeros((w.shape[0], size))
-        confusion[:, cells] = sums
-        kappa = st.kappa_from_confusion(
-            confusion.reshape(w.shape[0], ctx.levels, ctx.levels), weights=ctx.kappa_weights
-        )
-        items = sums.sum(axis=1)
-        ok = np.isfinite(kappa)
-        total += np.where(ok, kappa * items, 0.0)
-        weight += np.where(ok, items, 0.0)
-    return st._divide(total, weight)
+    cells = pair_cells(ctx, codes, pairs, anchor, only)
+    # (pairs * L * L, P) @ (P, B): the weights' transpose is C-ordered when the bootstrap's are F-ordered.
+    sums = np.asarray(cells @ w.T, dtype=np.float64).T.reshape(
+        w.shape[0] * len(pairs), ctx.levels, ctx.levels
+    )
+    kappa = st.kappa_from_confusion(sums, weights=ctx.kappa_weights).reshape(w.shape[0], len(pairs))
+    items = sums.reshape(w.shape[0], len(pairs), size).sum(axis=2)
+    ok = np.isfinite(kappa)
+    return st._divide(np.where(ok, kappa * items, 0.0).sum(axis=1), np.where(ok, items, 0.0).sum(axis=1))
 
 
-def pair_plans(ctx: Context, codes: np.ndarray, pairs: list[tuple[int, int]], anchor) -> list[tuple]:
-    """Per pair of columns: its shared rows sorted by cell, where each cell starts, and the cell ids."""
-    key = (id(anchor), tuple(pairs)) if anchor is not None else None
+def pair_cells(
+    ctx: Context,
+    codes: np.ndarray,
+    pairs: list[tuple[int, int]],
+    anchor: object,
+    only: np.ndarray | None = None,
+) -> sparse.csr_array:
+    """(pairs x L x L, rows) 0/1: which (pair, confusion cell) each row counts in, for the rows both rated."""
+    key = (id(anchor), tuple(pairs), id(only)) if anchor is not None else None
     if key is not None and key in ctx.plans and ctx.plans[key][0] is anchor:
         return ctx.plans[key][1]
-    plans = []
-    for a, b in pairs:
-        shared = np.nonzero((codes[:, a] >= 0) & (codes[:, b] >= 0))[0]
-        if shared.size == 0:
-            continue
-        cell = codes[shared, a] * ctx.levels + codes[shared, b]
-        order = np.argsort(cell, kind="stable")
-        ordered = cell[order]
-        starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
-        plans.append((shared[order], starts, ordered[starts]))
+    size = ctx.levels * ctx.levels
+    kept = np.ones(codes.shape[0], dtype=bool) if only is None else only
+    targets, sources = [], []
+    for n, (a, b) in enumerate(pairs):
+        shared = np.nonzero((codes[:, a] >= 0) & (codes[:, b] >= 0) & kept)[0]
+        targets.append(n * size + codes[shared, a] * ctx.levels + codes[shared, b])
+        sources.append(shared)
+    rows, cols = np.concatenate(targets), np.concatenate(sources)
+    cells = sparse.csr_array(
+        (np.ones(rows.shape[0], dtype=np.float32), (rows, cols)), shape=(len(pairs) * size, codes.shape[0])
+    )
     if key is not None:
-        ctx.plans[key] = (anchor, plans)
-    return plans
+        ctx.plans[key] = (anchor, cells)
+    return cells
 
 
 def two_raters(

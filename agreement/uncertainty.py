@@ -68,9 +68,9 @@ def item_uncertainty(evaluation: Evaluation) -> dict[int, float]:
     labels: dict[tuple[int, int], list[str]] = {}
     out: dict[int, float] = {}
     rows = ratings.values_list("item_id", "rubric_version_id", "value", "details")
-    for item, version, value, details in rows.iterator(chunk_size=5000):
-        scale = scales.get(version, [])
-        labels.setdefault((item, version), []).append(_nearest(value, scale))
+    for item, version_id, value, details in rows.iterator(chunk_size=5000):
+        scale = scales.get(version_id, [])
+        labels.setdefault((item, version_id), []).append(_nearest(value, scale))
         out[item] = max(out.get(item, 0.0), rating_uncertainty(details or {}, scale))
     for (item, _), given in labels.items():
         out[item] = max(out[item], off_mode(given))

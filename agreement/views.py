@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from typing import cast
 from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.http import HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods
@@ -23,13 +25,14 @@ from agreement.overview import judge_run_ids, overview_rows
 from agreement.presentation import present_rubric, report_csv
 from agreement.reading import metadata_keys
 from agreement.services import cached_report, report_for_page
+from config.htmx import HtmxHttpRequest
 from datasets.models import Item
 from evaluations.models import Evaluation, Rating
 from projects.access import get_evaluation_for
 from rubrics.models import RubricVersion
 
 
-def _where(request) -> dict[str, str]:
+def _where(request: HttpRequest) -> dict[str, str]:
     key = request.GET.get("key", "").strip()
     if not key:
         return {}
@@ -38,7 +41,7 @@ def _where(request) -> dict[str, str]:
 
 @require_GET
 @login_required
-def agreement_report(request, slug: str, pk: int):
+def agreement_report(request: HtmxHttpRequest, slug: str, pk: int) -> HttpResponse:
     evaluation = get_evaluation_for(request.user, slug, pk)
     where = _where(request)
     page = report_for_page(evaluation=evaluation, where=where)
@@ -84,7 +87,7 @@ def with_version_ids(evaluation: Evaluation, rubrics: list[dict]) -> list[dict]:
 DISAGREEMENTS_PER_PAGE = 25
 
 
-def _disagreements_of(request, evaluation: Evaluation) -> tuple[RubricVersion, str, list[dict]]:
+def _disagreements_of(request: HttpRequest, evaluation: Evaluation) -> tuple[RubricVersion, str, list[dict]]:
     """The version and model named in the query and their ranked disagreements; 404 when unknown."""
     raw = request.GET.get("version", "")
     version = get_object_or_404(
@@ -100,7 +103,7 @@ def _nav_query(version_id: int | None, model: str) -> str:
 
 @require_GET
 @login_required
-def agreement_disagreements(request, slug: str, pk: int):
+def agreement_disagreements(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     """Every item where one model disagrees with the people under one rubric version, a page at a time."""
     evaluation = get_evaluation_for(request.user, slug, pk)
     version, model, entries = _disagreements_of(request, evaluation)
@@ -116,7 +119,7 @@ def agreement_disagreements(request, slug: str, pk: int):
     return render(request, "agreement/agreement_disagreements.html", context)
 
 
-def disagreement_nav(request, evaluation: Evaluation, item: Item) -> dict | None:
+def disagreement_nav(request: HttpRequest, evaluation: Evaluation, item: Item) -> dict | None:
     """Previous / next among one model's disagreements, when the item page was opened from that list."""
     if not request.GET.get("version") or not request.GET.get("model"):
         return None
@@ -139,7 +142,7 @@ def _filename(evaluation: Evaluation, where: dict[str, str], suffix: str) -> str
 
 @require_GET
 @login_required
-def agreement_report_json(request, slug: str, pk: int):
+def agreement_report_json(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     evaluation = get_evaluation_for(request.user, slug, pk)
     where = _where(request)
     report, _ = cached_report(evaluation=evaluation, where=where)
@@ -150,7 +153,7 @@ def agreement_report_json(request, slug: str, pk: int):
 
 @require_GET
 @login_required
-def agreement_report_csv(request, slug: str, pk: int):
+def agreement_report_csv(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     evaluation = get_evaluation_for(request.user, slug, pk)
     where = _where(request)
     report, _ = cached_report(evaluation=evaluation, where=where)
@@ -161,7 +164,7 @@ def agreement_report_csv(request, slug: str, pk: int):
 
 @require_GET
 @login_required
-def agreement_item(request, slug: str, pk: int, item_pk: int):
+def agreement_item(request: HttpRequest, slug: str, pk: int, item_pk: int) -> HttpResponse:
     evaluation = get_evaluation_for(request.user, slug, pk)
     item = get_object_or_404(Item, pk=item_pk, dataset_id=evaluation.dataset_id)
     ratings = (
@@ -185,7 +188,7 @@ def agreement_item(request, slug: str, pk: int, item_pk: int):
 
 @require_http_methods(["GET", "POST"])
 @login_required
-def alt_test_settings(request, slug: str, pk: int):
+def alt_test_settings(request: HtmxHttpRequest, slug: str, pk: int) -> HttpResponse:
     """Who the people are (hence the alt-test's epsilon) and the alignment score (evaluation page)."""
     evaluation = get_evaluation_for(request.user, slug, pk)
     form = AltTestSettingsForm(request.POST or None, instance=evaluation)
@@ -206,7 +209,7 @@ def alt_test_settings(request, slug: str, pk: int):
 
 @require_GET
 @login_required
-def compare_runs_page(request, slug: str, pk: int):
+def compare_runs_page(request: HtmxHttpRequest, slug: str, pk: int) -> HttpResponse:
     """Two model runs (two judges, or two rubric versions) side by side on the same items."""
     evaluation = get_evaluation_for(request.user, slug, pk)
     runs = runs_of(evaluation)
@@ -234,7 +237,7 @@ def compare_runs_page(request, slug: str, pk: int):
 
 @require_http_methods(["GET", "POST"])
 @login_required
-def examples_from_disagreements(request, slug: str, pk: int):
+def examples_from_disagreements(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     """GET: tune items where the people agree and the chosen run did not. POST: a new rubric version
     showing the ticked ones as examples, judge-only in this evaluation and ready to run."""
     evaluation = get_evaluation_for(request.user, slug, pk)
@@ -246,7 +249,7 @@ def examples_from_disagreements(request, slug: str, pk: int):
         try:
             chosen = [int(value) for value in request.POST.getlist("item")]
             version = make_examples_version(
-                evaluation=evaluation, run=run, item_ids=chosen, created_by=request.user
+                evaluation=evaluation, run=run, item_ids=chosen, created_by=cast(User, request.user)
             )
         except (ValueError, ValidationError) as problem:
             error = "; ".join(problem.messages) if isinstance(problem, ValidationError) else "bad item id"

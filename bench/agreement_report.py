@@ -194,7 +194,7 @@ def main() -> None:
             )
 
         def report_once():
-            return build_report(evaluation=evaluation, resamples=args.resamples)
+            return build_report(evaluation=evaluation, resamples=args.resamples).as_json()
 
         read_seconds, rows, report_seconds, report = interleaved(args.repeat, read, report_once)
         from agreement.db import read_grouped

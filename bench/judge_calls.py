@@ -20,9 +20,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-REDIS_PORT = 8478
-FAKE_PORT = 8477
-DB_NAME = "bench_concord_judges"
+# Overridable, so two people benchmarking on one machine do not share ports or the database.
+REDIS_PORT = int(os.environ.get("BENCH_REDIS_PORT", "8478"))
+FAKE_PORT = int(os.environ.get("BENCH_FAKE_PORT", "8477"))
+DB_NAME = os.environ.get("BENCH_DB", "bench_concord_judges")
 PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
 BROKER = f"redis://127.0.0.1:{REDIS_PORT}/0"
 
@@ -129,13 +130,14 @@ def scenario(
         base_url=f"http://127.0.0.1:{FAKE_PORT}/v1",
         model=model,
         api_key_env="BENCH_JUDGE_KEY",
+        temperature=0.0,  # as the figures before judges could leave it to the endpoint: same requests
         concurrency=concurrency,
         cache_enabled=False,
         request_timeout=10,
         **judge_fields,
     )
     processes = [psutil.Process(worker.pid) for worker in workers]
-    cpu_before = sum(sum(process.cpu_times()[:2]) for process in processes)
+    times_before = [process.cpu_times() for process in processes]
     started = time.monotonic()
     run = services.launch_run(judge=judge, evaluation=evaluation, rubric_version=version)
     deadline = started + 10 * limit + 60
@@ -145,7 +147,12 @@ def scenario(
         if run.status != JudgeRun.Status.RUNNING:
             break
     wall = time.monotonic() - started
-    cpu = sum(sum(process.cpu_times()[:2]) for process in processes) - cpu_before
+    times_after = [process.cpu_times() for process in processes]
+    user = sum(after.user - before.user for before, after in zip(times_before, times_after, strict=True))
+    system = sum(
+        after.system - before.system for before, after in zip(times_before, times_after, strict=True)
+    )
+    cpu = user + system
     calls = run.calls
     attempts = sum(calls.values_list("attempts", flat=True))
     result = {
@@ -155,6 +162,7 @@ def scenario(
         "limit_s": round(limit, 2),
         "ratio": round(wall / limit, 3),
         "worker_cpu_ms_per_call": round(1000 * cpu / run.total_calls, 2),
+        "of_it_system_ms": round(1000 * system / run.total_calls, 2),
         "calls": run.total_calls,
         "done": calls.filter(status=JudgeCall.Status.DONE).count(),
         "distinct_calls": calls.values("item_id", "sample", "swapped").distinct().count(),

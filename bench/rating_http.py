@@ -4,7 +4,8 @@
     # options: --annotators 20 --rounds 15 --items 10000 --overlap 3 --workers 2 --threads 8 --keep
 
 Builds the same study as rating_next_submit.py in a throwaway database (concord_bench_rating), starts
-`gunicorn config.wsgi` on loopback with DEBUG off and the given workers and threads, and runs one thread per
+the production server as bin/web does (collectstatic, `gunicorn -c config/gunicorn.conf.py`, WEB_WORKERS and
+WEB_THREADS from --workers and --threads) on loopback with DEBUG off, and runs one thread per
 annotator with its own HTTP session doing what the browser does: GET the login page, POST the login form with
 its CSRF token, GET the evaluation's "rate" URL (redirected to the reserved item), then `--rounds` times POST
 the rating form of the item on the page (CSRF token and shown_at from the page, HX-Request as htmx sends it);
@@ -50,25 +51,30 @@ def free_port() -> int:
 
 
 def start_gunicorn(*, port: int, workers: int, threads: int) -> subprocess.Popen:
+    """The production server as bin/web starts it: `gunicorn -c config/gunicorn.conf.py`, DEBUG off, on plain
+    http on loopback (so without the https redirect and Secure cookies), its access log discarded."""
     env = {
         **os.environ,
         "DEBUG": "false",
         "SECRET_KEY": "bench-only-secret-key-not-used-anywhere-else-0123456789",
         "ALLOWED_HOSTS": "127.0.0.1",
+        "SECURE_SSL_REDIRECT": "false",
+        "SESSION_COOKIE_SECURE": "false",
+        "CSRF_COOKIE_SECURE": "false",
         "CELERY_BROKER_URL": "memory://",
         "LOG_LEVEL": "WARNING",
+        "CONCORD_HOST": "127.0.0.1",
+        "CONCORD_PORT": str(port),
+        "WEB_WORKERS": str(workers),
+        "WEB_THREADS": str(threads),
     }
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    command = [
-        str(Path(sys.executable).parent / "gunicorn"),
-        "config.wsgi",
-        f"--bind=127.0.0.1:{port}",
-        f"--workers={workers}",
-        f"--threads={threads}",
-        "--worker-class=gthread",
-        "--log-level=warning",
-    ]
-    server = subprocess.Popen(command, cwd=ROOT, env=env)
+    env.pop("DATABASE_CONN_MAX_AGE", None)  # the in-process study turned it off; the server keeps its default
+    subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True
+    )
+    command = [str(Path(sys.executable).parent / "gunicorn"), "-c", "config/gunicorn.conf.py"]
+    server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
@@ -78,6 +84,42 @@ def start_gunicorn(*, port: int, workers: int, threads: int) -> subprocess.Popen
             time.sleep(0.3)
     server.terminate()
     raise SystemExit("gunicorn did not answer within 120 s")
+
+
+def cpu_seconds(pids: list[int]) -> dict[int, float]:
+    """User + system CPU of each of these processes so far (from /proc; gone processes are left out)."""
+    tick, found = os.sysconf("SC_CLK_TCK"), {}
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        found[pid] = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return found
+
+
+def cpu_used(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds spent between two readings (processes started meanwhile: all of theirs)."""
+    return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
+
+
+def server_pids(master: int) -> list[int]:
+    """gunicorn's master and its worker processes."""
+    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    return [master, *map(int, children)]
+
+
+def postgres_pids() -> list[int]:
+    """The PostgreSQL backends serving the benchmark database."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if command.startswith(b"postgres: ") and BENCH_DB.encode() in command:
+            found.append(int(entry.name))
+    return found
 
 
 def token(page: str) -> str:
@@ -201,9 +243,12 @@ def main() -> None:
             thread.start()
         barrier.wait()  # everyone logged in and holds an item
         started = time.perf_counter()
+        web_before, database_before = cpu_seconds(server_pids(server.pid)), cpu_seconds(postgres_pids())
         for thread in threads:
             thread.join()
         wall = time.perf_counter() - started
+        cpu_web = cpu_used(web_before, cpu_seconds(server_pids(server.pid)))
+        cpu_database = cpu_used(database_before, cpu_seconds(postgres_pids()))
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -211,7 +256,7 @@ def main() -> None:
     checks = check_integrity(evaluation, results)
     failed = sum(1 for _e, _q, ok, *_ in results if not ok)
     print(
-        f"gunicorn config.wsgi --workers={args.workers} --threads={args.threads} --worker-class=gthread, "
+        f"gunicorn -c config/gunicorn.conf.py, WEB_WORKERS={args.workers} WEB_THREADS={args.threads}, "
         f"DEBUG off; {len(users)} annotators x {args.rounds} round trips on {args.items:,} items "
         f"(overlap {args.overlap}); load average {os.getloadavg()[0]:.1f}"
     )
@@ -219,6 +264,10 @@ def main() -> None:
     print(
         f"round trips: {len(results)} in {wall:.2f} s = {len(results) / wall:.1f}/s; "
         f"p50 {p50:.0f} ms, p95 {p95:.0f} ms; failed {failed}"
+    )
+    print(
+        f"server CPU per round trip: gunicorn {1000 * cpu_web / len(results):.1f} ms, "
+        f"PostgreSQL {1000 * cpu_database / len(results):.1f} ms"
     )
     print(f"queries per round trip (submit + next item, test client; 1st, 2nd, 3rd): {count}")
     if args.show_queries:

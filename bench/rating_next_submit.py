@@ -55,6 +55,7 @@ def drop_bench_database(admin_url: str) -> None:
 
 def build_study(*, size: int, annotators: int, overlap: int):
     from django.contrib.auth import get_user_model
+    from django.db import connection
 
     from datasets.models import Dataset, Item
     from evaluations.models import Evaluation
@@ -75,6 +76,7 @@ def build_study(*, size: int, annotators: int, overlap: int):
             )
             for n in range(start, min(size, start + 5000))
         )
+    Dataset.objects.filter(pk=dataset.pk).update(item_count=size)  # as the importer keeps it
     rubric = Rubric.objects.create(project=project, name="Fluency", kind="likert")
     scale = [{"value": str(v), "label": f"level {v}", "description": f"Level {v}."} for v in range(1, 6)]
     version = RubricVersion.objects.create(
@@ -89,6 +91,8 @@ def build_study(*, size: int, annotators: int, overlap: int):
     Membership.objects.bulk_create(Membership(project=project, user=u, role="annotator") for u in users)
     evaluation.annotators.set(users)
     services.ensure_slots(evaluation=evaluation)  # one-time queue fill, not part of a round trip
+    with connection.cursor() as cursor:  # statistics, as autovacuum keeps them on a running server
+        cursor.execute("ANALYZE")
     return evaluation, version, users
 
 

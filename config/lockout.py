@@ -5,11 +5,14 @@ import math
 from axes.helpers import get_client_ip_address, get_cool_off
 from axes.models import AccessAttempt
 from django.contrib.auth.forms import AuthenticationForm
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
 
-def login_locked(request, original_response=None, credentials=None):
+def login_locked(
+    request: HttpRequest, original_response: HttpResponse | None = None, credentials: dict | None = None
+) -> HttpResponse:
     """axes' AXES_LOCKOUT_CALLABLE: the login page (429) with the minutes left until the lock lapses."""
     username = (credentials or {}).get("username") or request.POST.get("username", "")
     cool_off = get_cool_off(request)

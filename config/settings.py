@@ -304,6 +304,10 @@ LLM_MAX_ATTEMPTS = env_int("LLM_MAX_ATTEMPTS", 6, minimum=1)
 JUDGE_STALE_SECONDS = env_int("JUDGE_STALE_SECONDS", 180, minimum=1)
 # Queued judge work no worker has taken for this long is named on the run and evaluation pages.
 JUDGE_WORKER_WAIT_SECONDS = env_int("JUDGE_WORKER_WAIT_SECONDS", 120, minimum=1)
+# Seconds between two looks at a batch run's batches (OpenAI's Batch API: up to 24 h per batch).
+JUDGE_BATCH_POLL_SECONDS = env_float("JUDGE_BATCH_POLL_SECONDS", 30.0, minimum=0.05)
+# Requests per batch input file: OpenAI's limit is 50,000 requests and 200 MB.
+JUDGE_BATCH_MAX_REQUESTS = env_int("JUDGE_BATCH_MAX_REQUESTS", 50_000, minimum=1)
 
 # Judge credentials and endpoints. A judge's key is either one of the server credentials the operator
 # declares here (names of environment variables; no other variable is ever read for a judge) or a key a

@@ -1,3 +1,5 @@
+from typing import Any
+
 from django import forms
 
 from .readers import FORMATS, WIDE_ROLES
@@ -13,7 +15,7 @@ class DatasetUploadForm(forms.Form):
     convert_encoding = forms.BooleanField(required=False, label="Convert the encoding to UTF-8")
     file = forms.FileField()
 
-    def clean(self):
+    def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         if data.get("repair_text") and data.get("keep_mojibake"):
             raise forms.ValidationError("Choose either repairing mojibake or keeping it, not both.")
@@ -27,7 +29,7 @@ class ColumnMappingForm(forms.Form):
         max_length=100, initial="BOT", help_text="Speaker of response and baseline."
     )
 
-    def __init__(self, *args, header: list[str], initial_mapping: dict[str, str], **kwargs):
+    def __init__(self, *args: Any, header: list[str], initial_mapping: dict[str, str], **kwargs: Any):
         super().__init__(*args, **kwargs)
         choices = [("", "(none)")] + [(name, name) for name in header]
         for role in WIDE_ROLES:

@@ -3,36 +3,52 @@
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
+
+from projects import leases
 
 from .models import UploadJob
 from .readers import FileRefused, default_wide_mapping, detect_encoding, detect_format, wide_header
 from .services import ImportResult, import_dataset
 from .uploads import inline_limit
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AnonymousUser, User
+
+    from projects.models import Project
+
 logger = logging.getLogger(__name__)
 PROGRESS_SECONDS = 0.5
 MAPPING_KEPT_FOR = timedelta(days=1)  # a file left at the column-mapping step longer is deleted
+# A running job's worker beats `heartbeat`; a job queued but never beaten dates from its creation.
+UPLOAD_LEASE = leases.Lease(
+    renewed="heartbeat", held=Q(status=UploadJob.Status.RUNNING), dated_by=("created",)
+)
 
 
 def create_upload_job(
-    *, project, user, name: str, path: Path, filename: str, format: str, options: dict
+    *,
+    project: Project,
+    user: User | AnonymousUser,
+    name: str,
+    path: Path,
+    filename: str,
+    format: str,
+    options: dict[str, Any],
 ) -> UploadJob:
     """Record an upload; a wide CSV waits for its column mapping, anything else is queued."""
     drop_abandoned_mappings(project=project)
     job = UploadJob.objects.create(
         project=project,
-        created_by=user,
+        created_by_id=user.pk,  # None for AnonymousUser
         name=name.strip(),
         filename=filename[:300],
         path=str(path),
@@ -60,7 +76,7 @@ def refused_result(refused: FileRefused) -> ImportResult:
     return result
 
 
-def drop_abandoned_mappings(*, project) -> int:
+def drop_abandoned_mappings(*, project: Project) -> int:
     """Refuse the project's jobs left at the column-mapping step for over a day and delete their files,
     so abandoned uploads do not fill the disk; how many were dropped."""
     cutoff = timezone.now() - MAPPING_KEPT_FOR
@@ -105,55 +121,25 @@ def claim_upload_job(*, job_id: int, stale_seconds: int) -> bool:
 
     One conditional UPDATE: of two messages for the same job only one wins, and a job whose heartbeat
     is fresh is never taken from its live worker."""
-    now = timezone.now()
-    cutoff = now - timedelta(seconds=stale_seconds)
-    silent = Q(heartbeat__lt=cutoff) | Q(heartbeat__isnull=True, created__lt=cutoff)
-    claimable = Q(status=UploadJob.Status.QUEUED) | (Q(status=UploadJob.Status.RUNNING) & silent)
-    return bool(
-        UploadJob.objects.filter(claimable, pk=job_id).update(
-            status=UploadJob.Status.RUNNING, heartbeat=now, done_bytes=0, items_imported=0
-        )
+    taken = leases.take(
+        UploadJob.objects.filter(pk=job_id),
+        lease=UPLOAD_LEASE,
+        seconds=stale_seconds,
+        free=Q(status=UploadJob.Status.QUEUED),
+        status=UploadJob.Status.RUNNING,
+        done_bytes=0,
+        items_imported=0,
     )
+    return bool(taken)
 
 
 def seconds_until_stale(*, job_id: int, stale_seconds: int) -> float | None:
     """For a job running elsewhere: when its heartbeat goes stale if it stops beating now. None once
     the job is not running (finished, or never queued), when there is nothing left to watch."""
-    job = (
-        UploadJob.objects.filter(pk=job_id, status=UploadJob.Status.RUNNING)
-        .only("heartbeat", "created")
-        .first()
-    )
+    job = UploadJob.objects.filter(UPLOAD_LEASE.held, pk=job_id).only("heartbeat", "created").first()
     if job is None:
         return None
-    last = job.heartbeat or job.created
-    return max(0.0, stale_seconds - (timezone.now() - last).total_seconds())
-
-
-@contextmanager
-def beating(job_id: int, *, every: float) -> Iterator[None]:
-    """Beat the job's heartbeat from a thread while the body runs, so a long phase without progress
-    callbacks (loading the spool in one COPY) does not make a live job look dead."""
-    stop = threading.Event()
-
-    def beat() -> None:
-        try:
-            while not stop.wait(every):
-                UploadJob.objects.filter(pk=job_id, status=UploadJob.Status.RUNNING).update(
-                    heartbeat=timezone.now()
-                )
-        except Exception:
-            logger.exception("heartbeat of upload job %s stopped", job_id)
-        finally:
-            connections.close_all()  # this thread's own connection
-
-    thread = threading.Thread(target=beat, name=f"upload-job-{job_id}-heartbeat", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
+    return leases.seconds_left(job, lease=UPLOAD_LEASE, seconds=stale_seconds)
 
 
 def run_upload_job(*, job_id: int) -> bool:
@@ -170,12 +156,21 @@ def run_upload_job(*, job_id: int) -> bool:
         now = time.monotonic()
         if now - last[0] >= PROGRESS_SECONDS:
             last[0] = now
-            UploadJob.objects.filter(pk=job_id).update(
-                done_bytes=done_bytes, items_imported=items, heartbeat=timezone.now()
+            leases.renew(
+                UploadJob.objects.filter(pk=job_id),
+                lease=UPLOAD_LEASE,
+                done_bytes=done_bytes,
+                items_imported=items,
             )
 
     try:
-        with beating(job_id, every=min(5.0, stale_seconds / 4)):
+        # Beat from a thread too: loading the spool in one COPY gives no progress callbacks for a while.
+        with leases.renewing(
+            UploadJob.objects.filter(pk=job_id),
+            lease=UPLOAD_LEASE,
+            every=min(5.0, stale_seconds / 4),
+            name=f"upload-job-{job_id}",
+        ):
             result = import_dataset(
                 project=job.project,
                 name=job.name,

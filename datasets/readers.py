@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import codecs
 import csv
-import io
 import json
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -64,7 +64,7 @@ csv.field_size_limit(MAX_ITEM_CHARS)
 class FileRefused(Exception):
     """The file as a whole cannot be read; `error` says where and why."""
 
-    def __init__(self, message: str, *, line: int | None = None, field: str | None = None):
+    def __init__(self, message: str, *, line: int | None = None, field: str | None = None) -> None:
         self.error = RecordError(message, line=line, field=field)
         super().__init__(str(self.error))
 
@@ -86,23 +86,35 @@ class Entry:
 
 
 # ---------------------------------------------------------------- encoding
+#
+# Every upload (datasets, ratings, rubrics) is opened by these rules: UTF-8 with or without a BOM is
+# read as it is; UTF-16/32 and legacy single-byte encodings are named and refused unless the caller
+# converts them (`convert`, offered to people as HOW_TO_CONVERT); empty and binary files are refused;
+# text that stops decoding part-way through is refused naming its line.
+
+HOW_TO_CONVERT = "ask Concord to convert it (--convert-encoding, or the 'Convert the encoding' box)"
 
 
-def detect_encoding(path: Path, *, convert: bool = False) -> Encoding:
+def detect_encoding(path: Path, *, convert: bool = False, how_to_convert: str = HOW_TO_CONVERT) -> Encoding:
     """The encoding to read `path` with. Refuses empty and binary files, and anything not UTF-8
-    unless `convert` is true, naming the encoding it found."""
+    unless `convert` is true, naming the encoding it found (and `how_to_convert`, if anything)."""
     with open(path, "rb") as handle:
         head = handle.read(SAMPLE_BYTES)
         more = bool(handle.read(1))
+    return encoding_of(head, more=more, convert=convert, how_to_convert=how_to_convert)
+
+
+def encoding_of(head: bytes, *, more: bool, convert: bool, how_to_convert: str) -> Encoding:
+    """`detect_encoding` of a file that starts with `head` (`more`: and goes on after it)."""
     if not head.strip() or head.strip() in {codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE}:
         raise FileRefused("the file is empty: there is nothing to import")
     for bom, found, codec in BOMS:
         if head.startswith(bom):
-            return _accept(codec, found, convert=convert)
+            return _accept(codec, found, convert=convert, how_to_convert=how_to_convert)
     _refuse_binary(head)
     if b"\x00" in head:
         codec, found = _utf16_without_bom(head)
-        return _accept(codec, found, convert=convert)
+        return _accept(codec, found, convert=convert, how_to_convert=how_to_convert)
     decoder = codecs.getincrementaldecoder("utf-8")()
     try:
         decoder.decode(head, final=not more)
@@ -113,32 +125,31 @@ def detect_encoding(path: Path, *, convert: bool = False) -> Encoding:
         if not convert:
             raise FileRefused(
                 f"the file is not UTF-8: it looks like {found} "
-                f"(byte 0x{head[error.start]:02X} on line {line}). "
-                "Save it as UTF-8, or ask Concord to convert it (--convert-encoding, or the "
-                "'Convert the encoding' box).",
+                f"(byte 0x{head[error.start]:02X} on line {line}). {_save_as_utf8(how_to_convert)}",
                 line=line,
             ) from None
         return Encoding(codec, found, converted=True)
 
 
-def _accept(codec: str, found: str, *, convert: bool) -> Encoding:
+def _save_as_utf8(how_to_convert: str) -> str:
+    return f"Save it as UTF-8, or {how_to_convert}." if how_to_convert else "Save it as UTF-8."
+
+
+def _accept(codec: str, found: str, *, convert: bool, how_to_convert: str) -> Encoding:
     if codec in {"utf-8", "utf-8-sig"}:
         return Encoding(codec, found)
     if not convert:
-        raise FileRefused(
-            f"the file is encoded as {found}, not UTF-8. Save it as UTF-8, or ask Concord to convert it "
-            "(--convert-encoding, or the 'Convert the encoding' box)."
-        )
+        raise FileRefused(f"the file is encoded as {found}, not UTF-8. {_save_as_utf8(how_to_convert)}")
     return Encoding(codec, found, converted=True)
 
 
 def _refuse_binary(head: bytes) -> None:
     for magic, what in BINARY_MAGIC.items():
         if head.startswith(magic):
-            raise FileRefused(f"this is a binary file ({what}), not JSONL, JSON or CSV text")
+            raise FileRefused(f"this is a binary file ({what}), not text")
     controls = sum(1 for byte in head if byte < 32 and byte not in (9, 10, 12, 13, 27, 0))
     if controls > max(8, len(head) // 100):
-        raise FileRefused("this is a binary file (it is full of control bytes), not JSONL, JSON or CSV text")
+        raise FileRefused("this is a binary file (it is full of control bytes), not text")
 
 
 def _utf16_without_bom(head: bytes) -> tuple[str, str]:
@@ -148,7 +159,7 @@ def _utf16_without_bom(head: bytes) -> tuple[str, str]:
         return "utf-16-le", "UTF-16 (little-endian, no BOM)"
     if even_zeros > 0.3 * half and odd_zeros < 0.05 * half:
         return "utf-16-be", "UTF-16 (big-endian, no BOM)"
-    raise FileRefused("this is a binary file (it contains NUL bytes), not JSONL, JSON or CSV text")
+    raise FileRefused("this is a binary file (it contains NUL bytes), not text")
 
 
 def _guess_legacy(head: bytes) -> tuple[str, str]:
@@ -173,22 +184,50 @@ def _guess_legacy(head: bytes) -> tuple[str, str]:
     return best.encoding, best.encoding.replace("_", "-").upper()
 
 
-def open_text(path: Path, encoding: Encoding, *, newline: str | None = None) -> IO[str]:
-    # newline=None turns CRLF into LF for JSON; csv wants newline="" and handles CRLF itself.
-    return open(path, encoding=encoding.codec, errors="strict", newline=newline)  # noqa: SIM115
+@contextmanager
+def open_text(path: Path, encoding: Encoding, *, newline: str | None = None) -> Iterator[IO[str]]:
+    """The file as text. Text that stops decoding part-way through becomes FileRefused naming the line.
+
+    newline=None turns CRLF into LF for JSON; csv wants newline="" and handles CRLF itself."""
+    with open(path, encoding=encoding.codec, errors="strict", newline=newline) as stream:
+        try:
+            yield stream
+        except UnicodeDecodeError as error:
+            line, byte = _first_undecodable(path, encoding.codec)
+            raise FileRefused(
+                f"the text stops being valid {encoding.found} on line {line} (byte 0x{byte:02X}: "
+                f"{error.reason}); the file seems to mix encodings",
+                line=line,
+            ) from None
+
+
+def decode_text(data: bytes, *, how_to_convert: str = "") -> str:
+    """A small upload held in memory (a rubric), decoded by the same rules as a file on disk."""
+    encoding = encoding_of(
+        data[:SAMPLE_BYTES], more=len(data) > SAMPLE_BYTES, convert=False, how_to_convert=how_to_convert
+    )
+    try:
+        return data.decode(encoding.codec)
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise FileRefused(
+            f"the text stops being valid {encoding.found} on line {line} (byte 0x{data[error.start]:02X}: "
+            f"{error.reason}); the file seems to mix encodings",
+            line=line,
+        ) from None
 
 
 # ---------------------------------------------------------------- format
 
 
-def detect_format(path: Path, encoding: Encoding, requested: str = "auto") -> str:
-    if requested != "auto":
-        if requested not in FORMATS:
-            raise FileRefused(f"unknown format {requested!r}; choose one of {', '.join(FORMATS)}")
-        return requested
+def text_format(path: Path, encoding: Encoding) -> str | None:
+    """What the text is, by its suffix or else its first characters: "jsonl", "json" (one array),
+    "csv" or "tsv"; None when neither tells."""
     suffix = path.suffix.lower()
     if suffix in {".jsonl", ".ndjson"}:
         return "jsonl"
+    if suffix == ".tsv":
+        return "tsv"
     with open_text(path, encoding, newline="") as stream:
         head = stream.read(SAMPLE_BYTES)
     stripped = head.lstrip()
@@ -196,23 +235,36 @@ def detect_format(path: Path, encoding: Encoding, requested: str = "auto") -> st
         return "json"
     if stripped.startswith("{"):
         return "jsonl"
-    if suffix in {".csv", ".tsv"} or "," in head.split("\n", 1)[0]:
-        header = next(csv.reader(io.StringIO(head)), [])
-        columns = {name.strip().lower() for name in header}
+    if suffix == ".csv" or "," in head.split("\n", 1)[0]:
+        return "csv"
+    return None
+
+
+def detect_format(path: Path, encoding: Encoding, requested: str = "auto") -> str:
+    """The dataset format (FORMATS) of `path`: `requested`, or told by `text_format` and a CSV's header."""
+    if requested != "auto":
+        if requested not in FORMATS:
+            raise FileRefused(f"unknown format {requested!r}; choose one of {', '.join(FORMATS)}")
+        return requested
+    found = text_format(path, encoding)
+    if found is None:
+        raise FileRefused(
+            "cannot tell the format: the file starts with neither '{' (JSONL), '[' (a JSON array) "
+            "nor a CSV header",
+            line=1,
+        )
+    if found in {"csv", "tsv"}:
+        columns = {name.strip().lower() for name in wide_header(path, encoding)}
         return "csv-long" if {"dialog_id", "turn_index"} <= columns else "csv-wide"
-    raise FileRefused(
-        "cannot tell the format: the file starts with neither '{' (JSONL), '[' (a JSON array) "
-        "nor a CSV header",
-        line=1,
-    )
+    return found
 
 
 class EntryStream:
-    """Every item of the file, in order, with its line; `bytes_read()` tells how far it has got.
+    """Every item of the file, in order, with its line; `bytes_read()` tells how far it has got."""
 
-    Text that stops decoding part-way through becomes FileRefused naming the line."""
-
-    def __init__(self, path: Path, encoding: Encoding, fmt: str, *, mapping: dict | None = None):
+    def __init__(
+        self, path: Path, encoding: Encoding, fmt: str, *, mapping: dict[str, str] | None = None
+    ) -> None:
         self.path, self.encoding, self.fmt, self.mapping = path, encoding, fmt, mapping or {}
         self._raw: Any = None
 
@@ -228,18 +280,10 @@ class EntryStream:
         with open_text(self.path, self.encoding, newline=newline) as stream:
             self._raw = getattr(stream, "buffer", None)
             counter = _LineCounter(stream)
-            try:
-                if self.fmt == "csv-wide":
-                    yield from _read_csv_wide(counter, self.mapping)
-                else:
-                    yield from readers[self.fmt](counter)
-            except UnicodeDecodeError as error:
-                line, byte = _first_undecodable(self.path, self.encoding.codec)
-                raise FileRefused(
-                    f"the text stops being valid {self.encoding.found} on line {line} (byte 0x{byte:02X}: "
-                    f"{error.reason}); the file seems to mix encodings",
-                    line=line,
-                ) from None
+            if self.fmt == "csv-wide":
+                yield from _read_csv_wide(counter, self.mapping)
+            else:
+                yield from readers[self.fmt](counter)
 
 
 def _first_undecodable(path: Path, codec: str) -> tuple[int, int]:
@@ -268,7 +312,7 @@ def read_entries(path: Path, encoding: Encoding, fmt: str, *, mapping: dict | No
 class _LineCounter:
     """Iterates a text stream by lines, remembering how many it has handed out."""
 
-    def __init__(self, stream: IO[str]):
+    def __init__(self, stream: IO[str]) -> None:
         self.stream = stream
         self.line = 0
 
@@ -317,7 +361,7 @@ def _read_json_array(lines: _LineCounter) -> Iterator[Entry]:
 
 
 class _ArrayReader:
-    def __init__(self, lines: _LineCounter):
+    def __init__(self, lines: _LineCounter) -> None:
         self.lines = lines
         self.decoder = json.JSONDecoder()
         self.buffer, self.position, self.line, self.eof = "", 0, 1, False
@@ -465,7 +509,7 @@ def _width_error(number: int, row: list[str], header: list[str]) -> RecordError:
 class _LongGroup:
     """The consecutive rows of one dialog in a long CSV."""
 
-    def __init__(self, dialog_id: str, line: int, metadata: dict):
+    def __init__(self, dialog_id: str, line: int, metadata: dict[str, str]) -> None:
         self.dialog_id, self.line, self.metadata = dialog_id, line, metadata
         self.turns: list[tuple[int, dict]] = []
         self.errors: list[RecordError] = []
@@ -555,7 +599,14 @@ def _read_csv_wide(lines: _LineCounter, mapping: dict) -> Iterator[Entry]:
         yield _wide_entry(number, row, header, position, used, speaker)
 
 
-def _wide_entry(number, row, header, position, used, speaker) -> Entry:
+def _wide_entry(
+    number: int,
+    row: list[str],
+    header: list[str],
+    position: dict[str, int],
+    used: set[int],
+    speaker: str,
+) -> Entry:
     obj: dict[str, Any] = {
         "id": row[position["id"]],
         "response": {"speaker": speaker, "text": row[position["response"]]},

@@ -13,8 +13,9 @@ import re
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any, TypedDict
 
 import ftfy
 from django.conf import settings
@@ -26,6 +27,11 @@ from .models import Dataset
 from .readers import Encoding, EntryStream, FileRefused, detect_encoding, detect_format
 from .records import ItemRecord, RecordError, check_item_object
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+    from projects.models import Project
+
 MAX_REPORTED = 1000  # problems and repairs kept for display; counts are always complete
 PROGRESS_EVERY = 2000  # items between progress callbacks
 
@@ -36,6 +42,9 @@ MOJIBAKE_HINT = re.compile(
     "[\u00c2-\u00f4][\u0080-\u00bf\u0152\u0153\u0160\u0161\u0178\u017d\u017e\u0192\u02c6\u02dc"
     "\u2013\u2014\u2018-\u201e\u2020-\u2022\u2026\u2030\u2039\u203a\u20ac\u2122]"
 )
+
+# In UTF-8 every such pair starts with one of these bytes: a cheap first look before MOJIBAKE_HINT.
+MOJIBAKE_BYTES = re.compile(rb"\xc3[\x82-\xb4][\xc2\xc5\xc6\xcb\xe2]")
 
 Progress = Callable[[int, int], None]  # (bytes read so far, items accepted so far)
 
@@ -97,10 +106,10 @@ class ImportResult:
 
 def import_dataset(
     *,
-    project,
+    project: Project,
     name: str,
     path: str | Path,
-    user=None,
+    user: User | None = None,
     repair_text: bool = False,
     keep_mojibake: bool = False,
     convert_encoding: bool = False,
@@ -128,7 +137,7 @@ def import_dataset(
         checker = _Checker(
             path, encoding, result, mapping=mapping, repair_text=repair_text, keep_mojibake=keep_mojibake
         )
-        destination = {
+        destination: _Destination = {
             "project": project,
             "name": name.strip(),
             "target": target,
@@ -148,7 +157,15 @@ def import_dataset(
     return result
 
 
-def _check_target(*, project, name: str, append: bool, result: ImportResult) -> Dataset | None:
+class _Destination(TypedDict):
+    project: Project
+    name: str
+    target: Dataset | None
+    user: User | None
+    filename: str
+
+
+def _check_target(*, project: Project, name: str, append: bool, result: ImportResult) -> Dataset | None:
     name = name.strip()
     existing = Dataset.objects.filter(project=project, name=name).first()
     if not name:
@@ -186,7 +203,7 @@ class _Checker:
         encoding: Encoding,
         result: ImportResult,
         *,
-        mapping,
+        mapping: dict[str, str] | None,
         repair_text: bool,
         keep_mojibake: bool,
     ):
@@ -240,7 +257,13 @@ class _Refused(Exception):
 
 
 def _import_while_copying(
-    checker: _Checker, *, project, name: str, target: Dataset | None, user, filename: str
+    checker: _Checker,
+    *,
+    project: Project,
+    name: str,
+    target: Dataset | None,
+    user: User | None,
+    filename: str,
 ) -> None:
     """PostgreSQL, one pass: COPY rows while later ones are still being checked, so checking (Python)
     and loading (the server) overlap. The first problem stops the writing, the checking goes on so the
@@ -268,10 +291,10 @@ def _import_through_spool(
     checker: _Checker,
     *,
     progress: Progress | None,
-    project,
+    project: Project,
     name: str,
     target: Dataset | None,
-    user,
+    user: User | None,
     filename: str,
 ) -> None:
     """Two passes: check everything while writing accepted rows to a spool file (no transaction is
@@ -303,7 +326,9 @@ def _import_through_spool(
     result.dataset = dataset
 
 
-def _open_dataset(*, project, name: str, target: Dataset | None, user, filename: str) -> Dataset:
+def _open_dataset(
+    *, project: Project, name: str, target: Dataset | None, user: User | None, filename: str
+) -> Dataset:
     if target is None:
         return Dataset.objects.create(
             project=project, name=name, source_filename=filename[:300], created_by=user
@@ -343,6 +368,8 @@ def _check_id(
 
 def _check_text(record: ItemRecord, result: ImportResult, *, repair_text: bool, keep_mojibake: bool) -> int:
     """Find mojibake (UTF-8 read as Windows-1252 and saved again); repair it, keep it or refuse it."""
+    if not _may_hold_mojibake(record):
+        return 0
     kept = 0
     for where, turn in _turns(record):
         text = turn["text"]
@@ -367,6 +394,17 @@ def _check_text(record: ItemRecord, result: ImportResult, *, repair_text: bool, 
                 )
             )
     return kept
+
+
+_TEXT = itemgetter("text")
+
+
+def _may_hold_mojibake(record: ItemRecord) -> bool:
+    """Whether any text of `record` may hold mojibake: one look at all of them together, since nearly
+    none has (a hint spanning two texts only costs the look at each text that follows)."""
+    baseline = "" if record.baseline is None else record.baseline["text"]
+    texts = "".join(map(_TEXT, record.context)) + record.response["text"] + baseline
+    return not texts.isascii() and MOJIBAKE_BYTES.search(texts.encode(errors="surrogatepass")) is not None
 
 
 def _turns(record: ItemRecord) -> Iterator[tuple[str, dict[str, str]]]:
@@ -401,7 +439,7 @@ class _spool:
         self.file = tempfile.TemporaryFile("w+", encoding="utf-8", dir=directory, newline="\n")
         return self.file
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.file.close()
 
 

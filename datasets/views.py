@@ -2,12 +2,13 @@ from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.db.models import Q, QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from projects.access import RESEARCHER, get_project_for
+from projects.models import Project
 
 from . import db
 from .forms import ColumnMappingForm, DatasetUploadForm
@@ -39,7 +40,7 @@ def dataset_upload(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 @csrf_protect
-def _dataset_upload(request: HttpRequest, project, handler: SizeLimitHandler) -> HttpResponse:
+def _dataset_upload(request: HttpRequest, project: Project, handler: SizeLimitHandler) -> HttpResponse:
     if request.method != "POST":
         name = request.GET.get("name", "")
         # "Append items" on a dataset page links here with its name: appending is what is meant.
@@ -72,7 +73,9 @@ def _dataset_upload(request: HttpRequest, project, handler: SizeLimitHandler) ->
     return redirect("dataset_upload_job", project.slug, job.pk)
 
 
-def _render_upload(request, project, form, status: int = 200) -> HttpResponse:
+def _render_upload(
+    request: HttpRequest, project: Project, form: DatasetUploadForm, status: int = 200
+) -> HttpResponse:
     recent = UploadJob.objects.filter(project=project).select_related("dataset")[:5]
     context = {"project": project, "form": form, "limit": upload_limit(), "recent": recent}
     return render(request, "datasets/dataset_upload.html", context, status=status)
@@ -103,7 +106,7 @@ def dataset_upload_mapping(request: HttpRequest, slug: str, job_id: int) -> Http
     return redirect("dataset_upload_job", project.slug, job.pk)
 
 
-def _mapping_form(job: UploadJob, data=None) -> ColumnMappingForm | None:
+def _mapping_form(job: UploadJob, data: QueryDict | None = None) -> ColumnMappingForm | None:
     if job.status != UploadJob.Status.MAPPING:
         return None
     header = job.report.get("header", [])
@@ -155,7 +158,9 @@ def dataset_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     return render(request, _template(request, "datasets/dataset_detail.html", "items"), context)
 
 
-def _int(raw, default: int) -> int:
+def _int(raw: str | None, default: int) -> int:
+    if raw is None:
+        return default
     try:
         return int(raw)
     except (TypeError, ValueError):

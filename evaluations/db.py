@@ -7,6 +7,7 @@ elsewhere ratings go through bulk_create and the export through the ORM's chunke
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from django.db import connection
@@ -36,7 +37,7 @@ NEW_RATING_COLUMNS = (
 IMPORTED_DETAILS = {"imported": True}
 
 
-def insert_imported_ratings(evaluation: Evaluation, new: list[tuple[_Row, int]], now) -> None:
+def insert_imported_ratings(evaluation: Evaluation, new: list[tuple[_Row, int]], now: datetime) -> None:
     """Insert an import's new ratings: COPY on PostgreSQL (several times faster), bulk_create elsewhere."""
     if not new:
         return

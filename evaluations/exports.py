@@ -41,6 +41,7 @@ from datetime import UTC, datetime
 from statistics import fmean
 
 from django.db import connection, transaction
+from django.db.models import QuerySet
 
 from datasets.models import Item
 from rubrics.models import Rubric
@@ -103,7 +104,7 @@ def _with_bom(chunks: Iterator[bytes]) -> Iterator[bytes]:
 # --- long ------------------------------------------------------------------------------------
 
 
-def _long_queryset(evaluation: Evaluation):
+def _long_queryset(evaluation: Evaluation) -> QuerySet[Rating, tuple]:
     return (
         Rating.objects.filter(evaluation=evaluation)
         .order_by("item__position", "rubric_version__rubric__name", "rubric_version__number", "rater__name")
@@ -140,7 +141,7 @@ def _csv_chunks(rows: Iterable[Iterable]) -> Iterator[bytes]:
 def long_csv(evaluation: Evaluation) -> Iterator[bytes]:
     """Long CSV through the ORM's chunked iterator (any database)."""
 
-    def rows():
+    def rows() -> Iterator[Iterable]:
         yield LONG_COLUMNS
         for (
             item_id,
@@ -268,7 +269,7 @@ def long_jsonl(evaluation: Evaluation) -> Iterator[bytes]:
 
 def _wide_columns(evaluation: Evaluation) -> tuple[list[tuple[int, int]], list[str], list]:
     """(rubric version id, rater id) pairs present, their headers, and the rubric versions."""
-    versions = list(evaluation.rubric_versions.select_related("rubric").order_by("rubric__name", "number"))
+    versions = evaluation.ordered_versions()
     pairs = set(
         Rating.objects.filter(evaluation=evaluation).values_list("rubric_version_id", "rater_id").distinct()
     )
@@ -305,7 +306,7 @@ def wide_csv(evaluation: Evaluation, *, item_texts: bool = False) -> Iterator[by
     position = {key: n for n, key in enumerate(keys)}
     kinds = {version.pk: version.kind for version in versions}
 
-    def rows():
+    def rows() -> Iterator[Iterable]:
         yield ["item_id", *(ITEM_TEXT_COLUMNS if item_texts else []), *headers]
         ratings = (
             Rating.objects.filter(evaluation=evaluation)

@@ -1,9 +1,13 @@
 """Forms of the evaluation pages. Business checks live in services; forms only shape the input."""
 
+from typing import Any
+
 from django import forms
 from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
 
 from datasets.models import Dataset
+from projects.models import Project
 from rubrics.models import RubricVersion
 
 from .models import Evaluation
@@ -35,7 +39,7 @@ class EvaluationForm(forms.Form):
         "judges, not counted in reports) instead of refusing the evaluation.",
     )
 
-    def __init__(self, *args, project, **kwargs):
+    def __init__(self, *args: Any, project: Project, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["dataset"].queryset = Dataset.objects.filter(project=project).order_by("-created")  # type: ignore[attr-defined]
         self.fields["rubric_versions"].queryset = (  # type: ignore[attr-defined]
@@ -50,7 +54,7 @@ class RatingsImportForm(forms.Form):
         help_text="CSV or JSONL: item_id, rubric, rater, rater_kind, value[, explanation]."
     )
 
-    def clean_file(self):
+    def clean_file(self) -> UploadedFile:
         upload = self.cleaned_data["file"]
         limit = settings.CONCORD_MAX_UPLOAD_BYTES
         if upload.size > limit:

@@ -1,6 +1,18 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import models
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, QuerySet
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+    from datasets.models import Item
+    from projects.models import Project
+    from rubrics.models import RubricVersion
 
 
 class Evaluation(models.Model):
@@ -69,7 +81,7 @@ class Evaluation(models.Model):
     def __str__(self) -> str:
         return self.name
 
-    def items(self):
+    def items(self) -> QuerySet[Item]:
         """The dataset's items this evaluation rates: all of them but those excluded when it was created."""
         from datasets.models import Item
 
@@ -77,7 +89,19 @@ class Evaluation(models.Model):
             Exists(ExcludedItem.objects.filter(evaluation_id=self.pk, item_id=OuterRef("pk")))
         )
 
-    def judge_versions(self):
+    def ordered_versions(self, rubric: str | None = None) -> list[RubricVersion]:
+        """The evaluation's rubric versions by rubric name and number; with `rubric` (a name, or NAME@N)
+        only those it names, and a ValueError listing the evaluation's versions when none is."""
+        versions = list(self.rubric_versions.select_related("rubric").order_by("rubric__name", "number"))
+        if rubric is None:
+            return versions
+        chosen = [v for v in versions if v.rubric.name == rubric or str(v) == rubric]
+        if not chosen:
+            names = ", ".join(str(v) for v in versions) or "none"
+            raise ValueError(f"evaluation {self.name!r} has no rubric {rubric!r} (it has: {names})")
+        return chosen
+
+    def judge_versions(self) -> QuerySet[RubricVersion]:
         """Rubric versions judges may run here: the evaluation's own and its judge-only versions."""
         from rubrics.models import RubricVersion
 
@@ -139,7 +163,7 @@ class Rater(models.Model):
         return self.name
 
     @classmethod
-    def for_user(cls, project, user) -> "Rater":
+    def for_user(cls, project: Project, user: User) -> Rater:
         """The human rater a user rates as in a project, made on first use.
 
         An imported rater may already hold the username (ratings from an earlier study); the

@@ -1,7 +1,8 @@
 """Import existing ratings (an earlier human study, another judge) into an evaluation.
 
-The file is CSV (comma; tab for .tsv) or JSONL (one object a line; chosen by the .jsonl / .json
-suffix, or by a first character `{`), UTF-8 with or without BOM, with these columns:
+The file is CSV (comma; tab for .tsv) or JSONL (one object a line; chosen by the .jsonl suffix, or
+by a first character `{`), UTF-8 with or without BOM, opened by the rules of every upload
+(`datasets.readers`: other encodings and binary files are named and refused), with these columns:
 
 - required: item_id (the item's external id), rubric (NAME or NAME@VERSION; one of the
   evaluation's rubric versions), rater (a name), rater_kind (human | model), value;
@@ -31,10 +32,9 @@ and one integer per row (for duplicates), not the rows: 1M ratings take about 10
 
 from __future__ import annotations
 
-import codecs
 import csv
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,16 +43,19 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from datasets import safe_json
+from datasets.readers import Encoding, FileRefused, detect_encoding, open_text, text_format
+from rating.revisions import revise_ratings
 from rubrics.models import Rubric, RubricVersion
 
 from . import db
-from .models import Evaluation, Rater, Rating, RatingRevision
+from .models import Evaluation, Rater, Rating
 from .safe_csv import restore
 from .values import canonical_value
 
 REQUIRED_COLUMNS = ("item_id", "rubric", "rater", "rater_kind", "value")
 OPTIONAL_COLUMNS = ("explanation", "rubric_version", "parse_failed", "left_was", "side_shown")
 MAX_REPORTED = 1000
+IMPORTED_FIELDS = ("value", "explanation", "parse_failed", "side_shown")  # what a later file may change
 BATCH_SIZE = 5000
 MAX_RATER_NAME = 200  # Rater.name
 MEMO_LIMIT = 100_000  # remembered checks of repeated cells (rubric, rater, kind, value)
@@ -93,7 +96,9 @@ class RatingsImportError(Exception):
 
 
 @dataclass
-class ImportResult:
+class RatingsImportResult:
+    """What a ratings import wrote (a refused file raises RatingsImportError instead)."""
+
     rows: int = 0
     created: int = 0
     updated: int = 0
@@ -127,55 +132,37 @@ class _Row:
     side_shown: str
 
 
-class _Fatal(Exception):
-    def __init__(self, problem: Problem):
-        self.problem = problem
-
-
 # --- Reading ---------------------------------------------------------------------------------
 
 
-def _decoded_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """(line number, text) of each physical line, refusing non-UTF-8 bytes with the line named."""
-    with path.open("rb") as handle:
-        head = handle.read(4)
-        if head[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
-            raise _Fatal(Problem(1, None, "the file is UTF-16; save it as UTF-8"))
-        handle.seek(0)
-        for number, raw in enumerate(handle, start=1):
-            if number == 1 and raw.startswith(codecs.BOM_UTF8):
-                raw = raw[len(codecs.BOM_UTF8) :]
-            if b"\x00" in raw:
-                raise _Fatal(
-                    Problem(number, None, "the file contains NUL bytes: it looks binary, not CSV or JSONL")
-                )
-            try:
-                yield number, raw.decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise _Fatal(
-                    Problem(number, None, f"byte {error.start + 1} is not UTF-8; save the file as UTF-8")
-                ) from None
+def _encoding(path: Path) -> Encoding:
+    """The upload's encoding by the rules every upload follows (UTF-8, with or without BOM)."""
+    return detect_encoding(path, how_to_convert="")
 
 
-def detect_format(path: Path) -> str:
-    suffix = path.suffix.lower()
-    if suffix in {".jsonl", ".json", ".ndjson"}:
-        return "jsonl"
-    if suffix in {".csv", ".tsv", ".txt"}:
-        return "tsv" if suffix == ".tsv" else "csv"
-    with path.open("rb") as handle:
-        start = handle.read(64).lstrip(codecs.BOM_UTF8).lstrip()
-    return "jsonl" if start.startswith(b"{") else "csv"
+def detect_format(path: Path, encoding: Encoding) -> str:
+    """jsonl, csv or tsv (`datasets.readers.text_format`; a file it cannot tell is read as CSV, whose
+    header check then names the missing columns)."""
+    found = text_format(path, encoding)
+    if found == "json":
+        raise FileRefused("this is one JSON array; write one JSON object a line (JSONL)", line=1)
+    return found or "csv"
+
+
+def _lines(path: Path, encoding: Encoding) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each line; csv wants newline="" and handles CRLF itself."""
+    with open_text(path, encoding, newline="") as stream:
+        yield from enumerate(stream, start=1)
 
 
 Record = dict[str, str] | Problem
 
 
-def _csv_records(path: Path, delimiter: str) -> Iterator[tuple[int, Record]]:
+def _csv_records(path: Path, encoding: Encoding, delimiter: str) -> Iterator[tuple[int, Record]]:
     current = {"line": 0}
 
     def lines() -> Iterator[str]:
-        for number, text in _decoded_lines(path):
+        for number, text in _lines(path, encoding):
             current["line"] = number
             yield text
 
@@ -183,7 +170,7 @@ def _csv_records(path: Path, delimiter: str) -> Iterator[tuple[int, Record]]:
     try:
         header = next(reader)
     except StopIteration:
-        raise _Fatal(Problem(None, None, "the file is empty")) from None
+        raise FileRefused("the file is empty") from None
     header = [name.strip() for name in header]
     _check_header(header)
     while True:
@@ -193,7 +180,7 @@ def _csv_records(path: Path, delimiter: str) -> Iterator[tuple[int, Record]]:
         except StopIteration:
             return
         except csv.Error as error:
-            raise _Fatal(Problem(start, None, f"malformed CSV: {error}")) from None
+            raise FileRefused(f"malformed CSV: {error}", line=start) from None
         if not any(cell.strip() for cell in cells):
             continue
         if len(cells) != len(header):
@@ -212,9 +199,9 @@ def _csv_records(path: Path, delimiter: str) -> Iterator[tuple[int, Record]]:
         )
 
 
-def _jsonl_records(path: Path) -> Iterator[tuple[int, Record]]:
+def _jsonl_records(path: Path, encoding: Encoding) -> Iterator[tuple[int, Record]]:
     header_checked = False
-    for number, text in _decoded_lines(path):
+    for number, text in _lines(path, encoding):
         if not text.strip():
             continue
         try:
@@ -237,10 +224,10 @@ def _jsonl_records(path: Path) -> Iterator[tuple[int, Record]]:
             continue
         yield number, {key: _json_text(value) for key, value in obj.items()}
     if not header_checked:
-        raise _Fatal(Problem(None, None, "the file is empty"))
+        raise FileRefused("the file is empty")
 
 
-def _json_text(value) -> str:
+def _json_text(value: object) -> str:
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -257,15 +244,17 @@ def _json_text(value) -> str:
 def _check_header(columns: list[str]) -> None:
     missing = [name for name in REQUIRED_COLUMNS if name not in columns]
     if missing:
-        raise _Fatal(
-            Problem(1, ", ".join(missing), f"missing column(s); the file needs {', '.join(REQUIRED_COLUMNS)}")
+        raise FileRefused(
+            f"missing column(s); the file needs {', '.join(REQUIRED_COLUMNS)}",
+            line=1,
+            field=", ".join(missing),
         )
 
 
-def read_records(path: Path, file_format: str) -> Iterator[tuple[int, Record]]:
+def read_records(path: Path, encoding: Encoding, file_format: str) -> Iterator[tuple[int, Record]]:
     if file_format == "jsonl":
-        return _jsonl_records(path)
-    return _csv_records(path, "\t" if file_format == "tsv" else ",")
+        return _jsonl_records(path, encoding)
+    return _csv_records(path, encoding, "\t" if file_format == "tsv" else ",")
 
 
 # --- Resolving rows --------------------------------------------------------------------------
@@ -277,9 +266,7 @@ class _Resolver:
     def __init__(self, evaluation: Evaluation):
         self.evaluation = evaluation
         self.items = dict(evaluation.items().values_list("external_id", "pk").iterator())
-        self.versions = list(
-            evaluation.rubric_versions.select_related("rubric").order_by("rubric__name", "number")
-        )
+        self.versions = evaluation.ordered_versions()
         self.by_name: dict[str, list[RubricVersion]] = {}
         for version in self.versions:
             self.by_name.setdefault(version.rubric.name.lower(), []).append(version)
@@ -337,7 +324,9 @@ class _Resolver:
             raise ValueError(f"rater '{name}' is {earlier} on an earlier line and {kind} here")
         return kind
 
-    def _memo(self, key: tuple, function, *args, **kwargs) -> tuple[Any, str | None]:
+    def _memo(
+        self, key: tuple, function: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> tuple[Any, str | None]:
         """(result, None) or (None, message) of `function(*args)`, remembered for repeated cells."""
         found = self.memo.get(key)
         if found is None:
@@ -352,7 +341,7 @@ class _Resolver:
     def resolve(self, line: int, record: dict[str, str]) -> tuple[_Row | None, list[Problem]]:
         problems: list[Problem] = []
 
-        def check(column: str, found: tuple[Any, str | None]):
+        def check(column: str, found: tuple[Any, str | None]) -> Any:
             if found[1] is not None:
                 problems.append(Problem(line, column, found[1]))
             return found[0]
@@ -422,7 +411,7 @@ def _side_shown(text: str, version: RubricVersion | None) -> str:
 # --- The import ------------------------------------------------------------------------------
 
 
-def _validate(path: Path, file_format: str, resolver: _Resolver) -> tuple[int, list[str]]:
+def _validate(path: Path, encoding: Encoding, file_format: str, resolver: _Resolver) -> tuple[int, list[str]]:
     """Read the whole file once; raise RatingsImportError with every problem, else (rows, ignored columns)."""
     problems: list[Problem] = []
     total = 0
@@ -432,7 +421,7 @@ def _validate(path: Path, file_format: str, resolver: _Resolver) -> tuple[int, l
     rows = 0
     columns: set[str] = set()
     try:
-        for line, record in read_records(path, file_format):
+        for line, record in read_records(path, encoding, file_format):
             rows += 1
             if isinstance(record, Problem):
                 total += 1
@@ -456,8 +445,8 @@ def _validate(path: Path, file_format: str, resolver: _Resolver) -> tuple[int, l
                 seen.add(key)
             total += len(found)
             problems.extend(found[: max(0, MAX_REPORTED - len(problems))])
-    except _Fatal as fatal:
-        problems.append(fatal.problem)
+    except FileRefused as refused:
+        problems.append(_problem(refused))
         total += 1
     if rows == 0 and not problems:
         problems, total = [Problem(None, None, "the file has a header but no ratings")], 1
@@ -467,16 +456,26 @@ def _validate(path: Path, file_format: str, resolver: _Resolver) -> tuple[int, l
     return rows, ignored
 
 
-def import_ratings(*, evaluation: Evaluation, path, file_format: str | None = None) -> ImportResult:
+def _problem(refused: FileRefused) -> Problem:
+    return Problem(refused.error.line, refused.error.field, refused.error.message)
+
+
+def import_ratings(
+    *, evaluation: Evaluation, path: str | Path, file_format: str | None = None
+) -> RatingsImportResult:
     """Import every rating in `path` into `evaluation`, or none (RatingsImportError lists why)."""
     path = Path(path)
-    file_format = file_format or detect_format(path)
+    try:
+        encoding = _encoding(path)
+        file_format = file_format or detect_format(path, encoding)
+    except FileRefused as refused:
+        raise RatingsImportError([_problem(refused)]) from None
     resolver = _Resolver(evaluation)
-    rows, ignored = _validate(path, file_format, resolver)
-    result = ImportResult(rows=rows, ignored_columns=ignored, file_format=file_format)
+    rows, ignored = _validate(path, encoding, file_format, resolver)
+    result = RatingsImportResult(rows=rows, ignored_columns=ignored, file_format=file_format)
     try:
         with transaction.atomic():
-            _write(evaluation, path, file_format, resolver, result)
+            _write(evaluation, path, encoding, file_format, resolver, result)
     except IntegrityError as error:
         # Someone rated or imported the same (item, rubric, rater) meanwhile; nothing of this file is kept.
         raise RatingsImportError(
@@ -485,7 +484,14 @@ def import_ratings(*, evaluation: Evaluation, path, file_format: str | None = No
     return result
 
 
-def _write(evaluation: Evaluation, path: Path, file_format: str, resolver: _Resolver, result: ImportResult):
+def _write(
+    evaluation: Evaluation,
+    path: Path,
+    encoding: Encoding,
+    file_format: str,
+    resolver: _Resolver,
+    result: RatingsImportResult,
+) -> None:
     """Second pass over a validated file: create the new raters, then write the rows in batches."""
     raters = {name: pk for name, (pk, _kind) in resolver.known_raters.items()}
     for name, kind in resolver.new_raters.items():
@@ -493,7 +499,7 @@ def _write(evaluation: Evaluation, path: Path, file_format: str, resolver: _Reso
         result.raters_created.append(name)
     fresh = not evaluation.ratings.exists()
     batch: list[_Row] = []
-    for line, record in read_records(path, file_format):
+    for line, record in read_records(path, encoding, file_format):
         assert not isinstance(record, Problem), "validated files have no malformed records"
         row, _problems = resolver.resolve(line, record)
         assert row is not None, "validated rows resolve again"
@@ -504,7 +510,14 @@ def _write(evaluation: Evaluation, path: Path, file_format: str, resolver: _Reso
     _write_batch(evaluation, batch, raters, result, fresh=fresh)
 
 
-def _write_batch(evaluation, batch: list[_Row], raters: dict[str, int], result: ImportResult, *, fresh: bool):
+def _write_batch(
+    evaluation: Evaluation,
+    batch: list[_Row],
+    raters: dict[str, int],
+    result: RatingsImportResult,
+    *,
+    fresh: bool,
+) -> None:
     if not batch:
         return
     existing: dict[tuple[int, int, int], Rating] = {}
@@ -517,34 +530,16 @@ def _write_batch(evaluation, batch: list[_Row], raters: dict[str, int], result: 
         )
         existing = {(r.item_id, r.rubric_version_id, r.rater_id): r for r in found}
     now = timezone.now()
-    new, changed, revisions = [], [], []
+    new, changes = [], []
     for row in batch:
         rater_id = raters[row.rater_name]
         rating = existing.get((row.item_id, row.version.pk, rater_id))
         if rating is None:
             new.append((row, rater_id))
             continue
-        current = (rating.value, rating.explanation, rating.parse_failed, rating.side_shown)
-        if current == (row.value, row.explanation, row.parse_failed, row.side_shown):
-            result.unchanged += 1
-            continue
-        revisions.append(
-            RatingRevision(
-                rating=rating,
-                value=rating.value,
-                explanation=rating.explanation,
-                side_shown=rating.side_shown,
-                seconds_spent=rating.seconds_spent,
-                created=rating.updated,
-            )
-        )
-        rating.value, rating.explanation = row.value, row.explanation
-        rating.parse_failed, rating.side_shown, rating.updated = row.parse_failed, row.side_shown, now
-        changed.append(rating)
+        changes.append((rating, {name: getattr(row, name) for name in IMPORTED_FIELDS}))
     db.insert_imported_ratings(evaluation, new, now)
-    RatingRevision.objects.bulk_create(revisions, batch_size=BATCH_SIZE)
-    Rating.objects.bulk_update(
-        changed, ["value", "explanation", "parse_failed", "side_shown", "updated"], batch_size=1000
-    )
+    revised = revise_ratings(changes, compared=IMPORTED_FIELDS, now=now)
+    result.unchanged += len(changes) - len(revised)
     result.created += len(new)
-    result.updated += len(changed)
+    result.updated += len(revised)

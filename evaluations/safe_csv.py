@@ -51,7 +51,7 @@ def cell(value: Any) -> Any:
 class SafeWriter:
     """`csv.writer` whose rows are protected cell by cell."""
 
-    def __init__(self, file, **options):
+    def __init__(self, file: Any, **options: Any) -> None:
         self._writer = csv.writer(file, **options)
 
     def writerow(self, row: Iterable[Any]) -> Any:
@@ -62,7 +62,7 @@ class SafeWriter:
             self.writerow(row)
 
 
-def writer(file, **options) -> SafeWriter:
+def writer(file: Any, **options: Any) -> SafeWriter:
     return SafeWriter(file, **options)
 
 

@@ -19,9 +19,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from datasets.models import Dataset, Item
 from projects.models import Project
@@ -137,7 +138,7 @@ def lacking_items(dataset: Dataset, versions: Iterable[RubricVersion]) -> dict[i
     return lacking
 
 
-def visible_rubrics(project: Project):
+def visible_rubrics(project: Project) -> QuerySet[Rubric]:
     """Rubrics a project can use: its own and the built-ins."""
     return Rubric.objects.filter(Q(project=project) | Q(project__isnull=True))
 
@@ -204,7 +205,7 @@ def create_evaluation(
     rubric_versions: Sequence[RubricVersion],
     name: str,
     overlap: int = 3,
-    created_by=None,
+    created_by: User | None = None,
     order: str = Evaluation.Order.DATASET,
     description: str = "",
     exclude_lacking: bool = False,

@@ -43,7 +43,7 @@ def summarise(evaluation: Evaluation) -> EvaluationSummary:
     )
     excluded = sum(n for _, n in reasons)
     items = Item.objects.filter(dataset_id=evaluation.dataset_id).count() - excluded
-    versions = evaluation.rubric_versions.select_related("rubric").order_by("rubric__name", "number")
+    versions = evaluation.ordered_versions()
     rows = {version.pk: RubricRow(version=version, needed=items * evaluation.overlap) for version in versions}
     # Grouping by rater id (not by kind with COUNT(DISTINCT)) lets PostgreSQL hash-aggregate the
     # ratings without a join; raters are few, so their kinds come from one small query.

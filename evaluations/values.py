@@ -75,7 +75,7 @@ def _pairwise(version: RubricVersion, raw: str) -> str:
     raise ValueError(f"'{raw}' is not a pairwise choice: expected one of {', '.join(values)}{hint}")
 
 
-def canonical_value(version: RubricVersion, raw, *, rater_kind: str = "human") -> str:
+def canonical_value(version: RubricVersion, raw: object, *, rater_kind: str = "human") -> str:
     """The canonical text of `raw` under `version`'s scale; ValueError says why it does not fit."""
     text = "" if raw is None else str(raw).strip()
     if not text:

@@ -1,33 +1,31 @@
 """Evaluation pages: create, detail (summary, exports, ratings import, other apps' sections),
 export downloads and the ratings import. Researchers only (projects.access)."""
 
-import tempfile
-from pathlib import Path
+from typing import Any, cast
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
+from django.core.files.uploadedfile import UploadedFile
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
-from django_htmx.middleware import HtmxDetails
 
+from config.htmx import HtmxHttpRequest
+from datasets.uploads import store_upload
 from projects.access import RESEARCHER, get_evaluation_for, get_project_for
 
 from . import exports
 from .forms import EvaluationForm, RatingsImportForm
 from .models import Evaluation
-from .ratings_import import RatingsImportError, import_ratings
+from .ratings_import import RatingsImportError, RatingsImportResult, import_ratings
 from .services import create_evaluation
 from .summary import summarise
 
 DETAIL = "evaluations/evaluation_detail.html"
-
-
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails
 
 
 @require_http_methods(["GET", "POST"])
@@ -45,7 +43,7 @@ def evaluation_create(request: HtmxHttpRequest, slug: str) -> HttpResponse:
                 name=data["name"],
                 overlap=data["overlap"],
                 order=data["order"],
-                created_by=request.user,
+                created_by=cast(User, request.user),  # signed in: login_required
                 exclude_lacking=data["exclude_lacking"],
             )
         except ValidationError as error:
@@ -60,7 +58,7 @@ def evaluation_create(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     )
 
 
-def _detail_context(evaluation: Evaluation, import_form: RatingsImportForm, **extra) -> dict:
+def _detail_context(evaluation: Evaluation, import_form: RatingsImportForm, **extra: Any) -> dict:
     return {
         "project": evaluation.project,
         "evaluation": evaluation,
@@ -104,14 +102,13 @@ def evaluation_export(request: HtmxHttpRequest, slug: str, pk: int) -> Streaming
     return response
 
 
-def _import_upload(evaluation: Evaluation, upload):
-    """Save the upload to a temporary file with its suffix (the import streams from disk), then import it."""
-    suffix = Path(upload.name or "").suffix.lower()[:8]
-    with tempfile.NamedTemporaryFile(suffix=suffix) as handle:
-        for chunk in upload.chunks():
-            handle.write(chunk)
-        handle.flush()
-        return import_ratings(evaluation=evaluation, path=handle.name)
+def _import_upload(evaluation: Evaluation, upload: UploadedFile) -> RatingsImportResult:
+    """Store the upload on disk with its suffix (the import streams from disk), import it, delete it."""
+    path = store_upload(upload)
+    try:
+        return import_ratings(evaluation=evaluation, path=path)
+    finally:
+        path.unlink(missing_ok=True)
 
 
 @require_POST
@@ -126,7 +123,8 @@ def ratings_import(request: HtmxHttpRequest, slug: str, pk: int) -> HttpResponse
         try:
             result = _import_upload(evaluation, form.cleaned_data["file"])
         except RatingsImportError as error:
-            problems = [error.summary().splitlines()[0], *error.messages]
+            name = form.cleaned_data["file"].name
+            problems = [f"{name}: {error.summary().splitlines()[0]}", *error.messages]
         else:
             messages.success(
                 request, f"Ratings imported from {form.cleaned_data['file'].name}: {result.summary()}"

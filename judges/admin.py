@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import CachedReply, Judge, JudgeCall, JudgeRun
+from .models import CachedReply, Judge, JudgeBatch, JudgeCall, JudgeRun
 
 
 @admin.register(Judge)
@@ -24,7 +24,7 @@ class JudgeRunAdmin(admin.ModelAdmin):
         "created",
         "finished",
     ]
-    list_filter = ["status"]
+    list_filter = ["status", "mode"]
     raw_id_fields = ["judge", "evaluation", "rubric_version", "rater"]
 
 
@@ -43,7 +43,25 @@ class JudgeCallAdmin(admin.ModelAdmin):
         "cached",
     ]
     list_filter = ["status", "parse_failed", "cached"]
-    raw_id_fields = ["run", "item"]
+    raw_id_fields = ["run", "item", "batch"]
+
+
+@admin.register(JudgeBatch)
+class JudgeBatchAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "run",
+        "remote_id",
+        "status",
+        "requests",
+        "completed",
+        "failed",
+        "collected",
+        "created",
+    ]
+    list_filter = ["status", "collected"]
+    search_fields = ["remote_id"]
+    raw_id_fields = ["run"]
 
 
 @admin.register(CachedReply)

@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.db import close_old_connections, connection
+from django.db.models import Q
 from django.utils import timezone
 
 from datasets.models import Item
+from projects import leases
 
 from . import db
 from .models import JudgeCall
@@ -25,6 +27,11 @@ if TYPE_CHECKING:
 CLAIMER_THREADS = 4
 
 _claimer = ThreadPoolExecutor(max_workers=CLAIMER_THREADS, thread_name_prefix="judge-claim")
+
+# A lane renews nothing per call: a claim lasts LaneContext.lease_seconds from `claimed_at`, longer
+# than a call with all its retries can take. CLAIM_SQL below is the same claim in one statement.
+CALL_LEASE = leases.Lease(renewed="claimed_at", held=Q(status=JudgeCall.Status.CLAIMED))
+FREE_CALL = Q(status=JudgeCall.Status.PENDING)
 
 
 CLAIM_SQL = """
@@ -48,12 +55,12 @@ def claim_next_call(ctx: LaneContext) -> tuple[JudgeCall, uuid.UUID] | None:
     returns the item, so lanes never wait for each other; elsewhere a select then an update that checks
     the row count.
     """
-    stale = timezone.now() - timedelta(seconds=ctx.lease_seconds)
+    stale = leases.expiry_cutoff(ctx.lease_seconds)
     for status, stale_before in ((JudgeCall.Status.PENDING, None), (JudgeCall.Status.CLAIMED, stale)):
         if db.claims_in_one_statement():
             claimed = _claim_postgresql(ctx.run_id, status, stale_before)
         else:
-            found = _claim_portable(ctx.run_id, status, stale_before)
+            found = _claim_portable(ctx.run_id, ctx.lease_seconds, expired=stale_before is not None)
             claimed = found and (JudgeCall.objects.select_related("item").get(pk=found[0]), found[1])
         if claimed:
             return claimed
@@ -65,9 +72,9 @@ class ClaimAhead:
     database between two requests. Inside a transaction (tests) it claims inline instead, since rows
     made there are invisible to other connections."""
 
-    def __init__(self, ctx: LaneContext):
+    def __init__(self, ctx: LaneContext) -> None:
         self.ctx = ctx
-        self.future: Future | None = None
+        self.future: Future[tuple[JudgeCall, uuid.UUID] | None] | None = None
 
     def next(self) -> tuple[JudgeCall, uuid.UUID] | None:
         if self.future is None:
@@ -92,12 +99,17 @@ def _claim_in_thread(ctx: LaneContext) -> tuple[JudgeCall, uuid.UUID] | None:
 
 
 def release_claim(call: JudgeCall, token: uuid.UUID) -> None:
-    JudgeCall.objects.filter(pk=call.pk, status=JudgeCall.Status.CLAIMED, claim_token=token).update(
-        status=JudgeCall.Status.PENDING, claim_token=None
+    leases.release(
+        JudgeCall.objects.filter(pk=call.pk, claim_token=token),
+        lease=CALL_LEASE,
+        status=JudgeCall.Status.PENDING,
+        claim_token=None,
     )
 
 
-def _claim_postgresql(run_id: int, status: str, stale_before) -> tuple[JudgeCall, uuid.UUID] | None:
+def _claim_postgresql(
+    run_id: int, status: str, stale_before: datetime | None
+) -> tuple[JudgeCall, uuid.UUID] | None:
     token = uuid.uuid4()
     sql = CLAIM_SQL.format(
         calls=JudgeCall._meta.db_table,
@@ -133,21 +145,24 @@ def _claim_postgresql(run_id: int, status: str, stale_before) -> tuple[JudgeCall
     return call, token
 
 
-def _claim_portable(run_id: int, status: str, stale_before) -> tuple[int, uuid.UUID] | None:
-    extra = {"claimed_at__lt": stale_before} if stale_before else {}
+def _claim_portable(run_id: int, lease_seconds: float, *, expired: bool) -> tuple[int, uuid.UUID] | None:
+    """The run's first pending call (or, `expired`, its first call whose claim expired), taken with a
+    conditional UPDATE; tried a few times when another lane takes the one found first."""
+    candidates = JudgeCall.objects.filter(run_id=run_id).filter(
+        CALL_LEASE.held & CALL_LEASE.expired(lease_seconds) if expired else FREE_CALL
+    )
     for _ in range(5):
-        found = (
-            JudgeCall.objects.filter(run_id=run_id, status=status, **extra)
-            .order_by("id")
-            .values_list("pk", "claim_token")
-            .first()
-        )
+        found = candidates.order_by("id").values_list("pk", flat=True).first()
         if found is None:
             return None
         token = uuid.uuid4()
-        claimed = JudgeCall.objects.filter(pk=found[0], status=status, claim_token=found[1]).update(
-            status=JudgeCall.Status.CLAIMED, claim_token=token, claimed_at=timezone.now()
-        )
-        if claimed == 1:
-            return found[0], token
+        if leases.take(
+            JudgeCall.objects.filter(pk=found),
+            lease=CALL_LEASE,
+            seconds=lease_seconds,
+            free=FREE_CALL,
+            status=JudgeCall.Status.CLAIMED,
+            claim_token=token,
+        ):
+            return found, token
     return None

@@ -13,6 +13,8 @@ import os
 import re
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -93,7 +95,12 @@ class Reply:
         }
 
 
-_clients: dict[tuple, openai.OpenAI] = {}
+def load_openai() -> None:
+    """Import the openai package now (a worker at start) rather than at the first call."""
+    import openai  # noqa: F401
+
+
+_clients: dict[tuple[str, str, float, bool], openai.OpenAI] = {}
 _clients_lock = threading.Lock()
 
 
@@ -200,15 +207,44 @@ def connection_error(error: Exception) -> EndpointError:
 @sensitive_variables("api_key")
 def chat(*, base_url: str, api_key: str, timeout: float, request: dict, azure: bool = False) -> Reply:
     """Send one chat completion request (`request` holds model, messages and parameters)."""
-    import openai  # imported on first use: it costs about a second at every process start
-
     client = get_client(base_url=base_url, api_key=api_key, timeout=timeout, azure=azure)
     started = time.monotonic()
-    try:
+    with endpoint_errors(api_key, timeout):
         # The client's low-level post, as its docs show for any endpoint: same HTTP layer, errors and
         # auth, without validating the request against the typed params and the reply into pydantic
         # models, which cost more CPU than everything else a judge call does.
         completion = client.post("/chat/completions", body=request, cast_to=object)
+    latency_ms = (time.monotonic() - started) * 1000
+    if not isinstance(completion, dict):
+        # Not JSON (the client hands back the text): a web page or another API at this URL.
+        raise PermanentError(
+            f"{base_url} is not an OpenAI-compatible API: /chat/completions answered "
+            f"{_shape(completion)} instead of a chat.completion JSON object"
+        )
+    return reply_from(completion, api_key=api_key, latency_ms=latency_ms)
+
+
+@sensitive_variables("api_key")
+def reply_from(completion: Any, *, api_key: str, latency_ms: float = 0.0) -> Reply:
+    """A Reply from a chat.completion object (a live reply, or a line of a batch's output file);
+    TransientError when it is not one."""
+    try:
+        return scrubbed(_reply(completion, latency_ms), api_key)
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError) as error:
+        raise TransientError(
+            f"malformed response from the endpoint: {redact(repr(error), api_key)}"
+        ) from None
+
+
+@contextmanager
+@sensitive_variables("api_key")
+def endpoint_errors(api_key: str, timeout: float) -> Iterator[None]:
+    """The openai client's exceptions as EndpointErrors, for every endpoint Concord calls through it
+    (chat completions, and the Batch API's files and batches)."""
+    import openai  # imported on first use: it costs about a second at every process start
+
+    try:
+        yield
     except openai.APIStatusError as error:
         raise _status_error(error, api_key) from None
     except openai.APITimeoutError:
@@ -217,19 +253,6 @@ def chat(*, base_url: str, api_key: str, timeout: float, request: dict, azure: b
         raise connection_error(error) from None
     except (openai.APIResponseValidationError, json.JSONDecodeError, ValueError) as error:
         raise TransientError(f"malformed response from the endpoint: {redact(str(error), api_key)}") from None
-    latency_ms = (time.monotonic() - started) * 1000
-    if not isinstance(completion, dict):
-        # Not JSON (the client hands back the text): a web page or another API at this URL.
-        raise PermanentError(
-            f"{base_url} is not an OpenAI-compatible API: /chat/completions answered "
-            f"{_shape(completion)} instead of a chat.completion JSON object"
-        )
-    try:
-        return scrubbed(_reply(completion, latency_ms), api_key)
-    except (AttributeError, IndexError, KeyError, TypeError, ValueError) as error:
-        raise TransientError(
-            f"malformed response from the endpoint: {redact(repr(error), api_key)}"
-        ) from None
 
 
 def scrubbed(reply: Reply, api_key: str) -> Reply:

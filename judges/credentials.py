@@ -125,14 +125,6 @@ def credential_for(*, judge_id: int, source: str) -> Credential:
     return Credential(source, problem=f"unknown credential source {source!r}")
 
 
-def source_of(params: dict) -> str:
-    """A run's credential source; runs launched before pasted keys existed froze only `api_key_env`."""
-    if "credential" in params:
-        return params["credential"]
-    name = params.get("api_key_env") or ""
-    return ENV_PREFIX + name if name else NO_KEY
-
-
 def declared_values() -> list[str]:
     """The values of every declared server credential, scrubbed from whatever an endpoint sends back."""
     return [value for name in declared_credentials() if (value := os.environ.get(name, ""))]

@@ -18,6 +18,7 @@ from urllib.parse import parse_qs, urlsplit
 from rubrics.models import RubricVersion
 
 from .client import TOP_LOGPROBS
+from .parameters import RunParameters
 
 AZURE_DEFAULT_API_VERSION = "2024-10-21"
 REASONING_EFFORTS = ("minimal", "low", "medium", "high")
@@ -59,48 +60,55 @@ class Family:
     azure: bool = False
     note: str = ""
 
-    def accepts_for(self, params: dict) -> Accepts:
+    def accepts_for(self, params: RunParameters, adaptations: dict[str, Any] | None = None) -> Accepts:
         """Documented behaviour, then what the connection test found, then what this run adapted to."""
-        return self.accepts.updated(params.get("capabilities")).updated(params.get("adaptations"))
+        return self.accepts.updated(params.capabilities).updated(adaptations)
 
-    def build(self, *, params: dict, version: RubricVersion, prompt: str, sample: int) -> dict:
+    def build(
+        self,
+        *,
+        params: RunParameters,
+        version: RubricVersion,
+        prompt: str,
+        sample: int,
+        adaptations: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """The chat completion request for one call: the exact prompt, plus structured output or (when the
         endpoint has none) an appended format instruction for JSON rubrics. Logprobs are asked for whenever
         the run asked for logprob scoring: an endpoint without them refuses the run, never a quiet switch."""
-        accepts = self.accepts_for(params)
-        request: dict[str, Any] = {"model": params["model"], accepts.token_limit: params["max_tokens"]}
+        accepts = self.accepts_for(params, adaptations)
+        request: dict[str, Any] = {"model": params.model, accepts.token_limit: params.max_tokens}
         request.update(self.sampling(params, accepts))
         if accepts.seed:
             request["seed"] = sample
         content = prompt
         if wants_json(version):
-            if params["structured_output"] and accepts.json_schema:
+            if params.structured_output and accepts.json_schema:
                 request["response_format"] = {
                     "type": "json_schema",
                     "json_schema": {"name": "judgement", "strict": True, "schema": response_schema(version)},
                 }
             else:
                 content = f"{prompt}\n\n{format_instruction(version)}"
-        if params["logprobs"] and version.rubric.kind == "likert":
+        if params.logprobs and version.rubric.kind == "likert":
             request["logprobs"] = True
             request["top_logprobs"] = TOP_LOGPROBS
         request["messages"] = [{"role": "user", "content": content}]
         return request
 
-    def sampling(self, params: dict, accepts: Accepts) -> dict[str, Any]:
+    def sampling(self, params: RunParameters, accepts: Accepts) -> dict[str, Any]:
         """Temperature when the judge set one (None: the endpoint's default) and the endpoint takes it."""
-        temperature = params.get("temperature")
-        if temperature is None or not accepts.temperature:
+        if params.temperature is None or not accepts.temperature:
             return {}
-        return {"temperature": min(float(temperature), accepts.temperature_max)}
+        return {"temperature": min(float(params.temperature), accepts.temperature_max)}
 
 
 @dataclass(frozen=True)
 class ReasoningFamily(Family):
     """OpenAI's reasoning models: max_completion_tokens, reasoning_effort, the default temperature only."""
 
-    def sampling(self, params: dict, accepts: Accepts) -> dict[str, Any]:
-        effort = params.get("reasoning_effort")
+    def sampling(self, params: RunParameters, accepts: Accepts) -> dict[str, Any]:
+        effort = params.reasoning_effort
         sent = super().sampling(params, accepts)
         return {**sent, "reasoning_effort": effort} if effort and accepts.reasoning else sent
 
@@ -291,7 +299,20 @@ def wants_json(version: RubricVersion) -> bool:
     )
 
 
-def build_request(*, params: dict, version: RubricVersion, prompt: str, sample: int) -> dict:
-    """The request for one call, built by the family the run froze (older runs: OpenAI-compatible)."""
-    family = FAMILIES.get(params.get("endpoint", ""), OPENAI_COMPATIBLE)
-    return family.build(params=params, version=version, prompt=prompt, sample=sample)
+def family_of(params: RunParameters) -> Family:
+    """The family the run froze (older runs: OpenAI-compatible)."""
+    return FAMILIES.get(params.endpoint, OPENAI_COMPATIBLE)
+
+
+def build_request(
+    *,
+    params: RunParameters,
+    version: RubricVersion,
+    prompt: str,
+    sample: int,
+    adaptations: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The request for one call, built by the run's family with the changes the run adapted to."""
+    return family_of(params).build(
+        params=params, version=version, prompt=prompt, sample=sample, adaptations=adaptations
+    )

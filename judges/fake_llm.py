@@ -31,7 +31,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import parse_qsl
 
+from .fake_batch import FakeBatches
 from .fake_profiles import PROFILES, Profile, as_received, error_body, refusal, spend_reasoning, unknown_model
+
+# (status, extra headers, body: JSON-able or raw bytes) of one HTTP answer
+Answer = tuple[int, dict[str, str], Any]
 
 OWNED_BY = "concord-fake"
 AZURE_API_VERSION = "2024-10-21"
@@ -46,6 +50,7 @@ REASONS = {
     400: "Bad Request",
     401: "Unauthorized",
     404: "Not Found",
+    413: "Content Too Large",
     429: "Too Many Requests",
     500: "Internal Server Error",
 }
@@ -62,6 +67,8 @@ class FakeConfig:
     retry_after: float = 1.0
     timeout_sleep: float = 60.0
     profile: str = "any"  # a provider profile of judges.fake_profiles
+    batch_concurrency: int = 8  # Batch API requests answered at once
+    batch_expire_after: int = 0  # a batch expires after this many answered requests (0: never)
 
 
 @dataclass
@@ -76,12 +83,13 @@ class FakeStats:
 class FakeLLM:
     """The server. `start()` runs it in a daemon thread (tests), `serve()` in the current one (command)."""
 
-    def __init__(self, config: FakeConfig | None = None, *, host: str = "127.0.0.1", port: int = 0):
+    def __init__(self, config: FakeConfig | None = None, *, host: str = "127.0.0.1", port: int = 0) -> None:
         self.config = config or FakeConfig()
         self.host = host
         self.port = port
         self.stats = FakeStats()
         self._attempts: Counter = Counter()
+        self.batches = FakeBatches(self)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
@@ -148,7 +156,7 @@ class FakeLLM:
         finally:
             writer.close()
 
-    async def _route(self, method: str, path: str, headers: dict[str, str], body: bytes):
+    async def _route(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Answer:
         self.stats.requests += 1
         profile = PROFILES[self.config.profile]
         path, _, query = path.partition("?")
@@ -168,10 +176,12 @@ class FakeLLM:
             return 200, {}, _model_list()
         elif method == "POST" and path == "/v1/chat/completions":
             return await self._completions(headers, body)
+        elif profile.batch and (handled := await self.batches.route(method, path, headers, body, query)):
+            return handled
         message = f"Unknown path {method} {path}."
         return 404, {}, error_body(profile, 404, message, "invalid_request_error", "not_found")
 
-    def _refused_key(self, profile: Profile, headers: dict[str, str]):
+    def _refused_key(self, profile: Profile, headers: dict[str, str]) -> Answer | None:
         """A 401 unless the configured key came in the profile's header (Azure: api-key)."""
         if self.config.api_key is None:
             return None
@@ -185,7 +195,9 @@ class FakeLLM:
         message = f"Incorrect API key provided: {masked}."
         return 401, {}, error_body(profile, 401, message, "invalid_request_error", "invalid_api_key")
 
-    async def _completions(self, headers: dict[str, str], body: bytes, *, deployment: str | None = None):
+    async def _completions(
+        self, headers: dict[str, str], body: bytes, *, deployment: str | None = None
+    ) -> Answer:
         try:
             request = json.loads(body)
             model = str(request["model"])
@@ -318,7 +330,9 @@ def completion(request: dict, *, base_model: str, fault: str | None = None, logp
     }
 
 
-def answer(prompt: str, response_format: dict | None, seed: int, *, plain: bool = False):
+def answer(
+    prompt: str, response_format: dict[str, Any] | None, seed: int, *, plain: bool = False
+) -> tuple[str, dict[str, float] | None]:
     """(content, distribution over score tokens or None) for one choice."""
     kind = (response_format or {}).get("type")
     if kind == "json_schema":
@@ -449,7 +463,7 @@ def _error(message: str, kind: str, code: str | None) -> dict:
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
-async def _read_request(reader: asyncio.StreamReader):
+async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[str, str], bytes] | None:
     try:
         head = await reader.readuntil(b"\r\n\r\n")
     except asyncio.IncompleteReadError:
@@ -466,11 +480,12 @@ async def _read_request(reader: asyncio.StreamReader):
     return method, path, headers, body
 
 
-def _write_response(writer: asyncio.StreamWriter, status: int, headers: dict[str, str], payload) -> None:
+def _write_response(writer: asyncio.StreamWriter, status: int, headers: dict[str, str], payload: Any) -> None:
     body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    content_type = headers.pop("Content-Type", "application/json")
     lines = [
         f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}",
-        "Content-Type: application/json",
+        f"Content-Type: {content_type}",
         f"Content-Length: {len(body)}",
         "Connection: keep-alive",
     ]

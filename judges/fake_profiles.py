@@ -26,14 +26,15 @@ class Profile:
     single_choice: str = ""  # "refuse": n > 1 is a 400; "ignore": one choice whatever n says
     temperature_max: float | None = None  # values above are capped
     refuses_logprobs: bool = False
+    batch: bool = False  # serves OpenAI's Batch API (files + batches), judges.fake_batch
 
 
 PROFILES: dict[str, Profile] = {
     p.name: p
     for p in (
-        Profile("any"),
-        Profile("openai-chat", refuses_reasoning_effort=True),
-        Profile("openai-reasoning", reasoning=True, refuses_logprobs=True),
+        Profile("any", batch=True),
+        Profile("openai-chat", refuses_reasoning_effort=True, batch=True),
+        Profile("openai-reasoning", reasoning=True, refuses_logprobs=True, batch=True),
         Profile("azure", error_shape="azure", azure=True, refuses_reasoning_effort=True),
         Profile("vllm", error_shape="vllm"),
         Profile("ollama", error_shape="ollama", single_choice="ignore"),
@@ -50,7 +51,9 @@ PROFILES: dict[str, Profile] = {
 PROFILE_NAMES = tuple(PROFILES)
 
 
-def error_body(profile: Profile, status: int, message: str, kind: str, code: Any, param: str | None = None):
+def error_body(
+    profile: Profile, status: int, message: str, kind: str, code: Any, param: str | None = None
+) -> dict[str, Any] | list[dict[str, Any]]:
     """The provider's own error body for a refusal."""
     if profile.error_shape == "anthropic":
         kinds = {404: "not_found_error", 401: "authentication_error"}
@@ -75,7 +78,7 @@ def error_body(profile: Profile, status: int, message: str, kind: str, code: Any
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
-def unknown_model(profile: Profile, model: str):
+def unknown_model(profile: Profile, model: str) -> tuple[int, dict[str, Any] | list[dict[str, Any]]]:
     messages = {
         "azure": "The API deployment for this resource does not exist. If you created the deployment within "
         "the last 5 minutes, please wait a moment and try again.",
@@ -88,7 +91,9 @@ def unknown_model(profile: Profile, model: str):
     return 404, error_body(profile, 404, message, "invalid_request_error", "model_not_found", "model")
 
 
-def refusal(profile: Profile, request: dict):
+def refusal(
+    profile: Profile, request: dict[str, Any]
+) -> tuple[int, dict[str, Any] | list[dict[str, Any]]] | None:
     """(400, body) when the profile refuses the request, else None."""
     if profile.reasoning:
         if "max_tokens" in request:
@@ -126,7 +131,9 @@ def refusal(profile: Profile, request: dict):
     return None
 
 
-def _unsupported(profile: Profile, name: str, message: str):
+def _unsupported(
+    profile: Profile, name: str, message: str
+) -> tuple[int, dict[str, Any] | list[dict[str, Any]]]:
     return 400, error_body(profile, 400, message, "invalid_request_error", "unsupported_parameter", name)
 
 

@@ -1,4 +1,6 @@
-from typing import cast
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, cast
 
 from django import forms
 
@@ -8,6 +10,10 @@ from . import credentials
 from .endpoint_safety import UnsafeEndpoint, check_base_url
 from .endpoints import AUTOMATIC
 from .models import Judge
+
+if TYPE_CHECKING:
+    from evaluations.models import Evaluation
+    from projects.models import Project
 
 KEY_CHOICE_NONE = credentials.NO_KEY
 KEY_CHOICE_PASTED = credentials.PASTED
@@ -32,11 +38,11 @@ def key_choices(instance: Judge) -> list[tuple[str, str]]:
 class PastedKeyField(forms.CharField):
     """A write-only key: never rendered back into the page, one line, no spaces."""
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("widget", forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}))
         super().__init__(max_length=500, strip=True, **kwargs)
 
-    def validate(self, value):
+    def validate(self, value: str) -> None:
         super().validate(value)
         if value and any(character.isspace() for character in value):
             raise forms.ValidationError("Paste the key alone: one line, no spaces.")
@@ -81,7 +87,7 @@ class JudgeForm(forms.ModelForm):
             "request_timeout",
         ]
 
-    def __init__(self, *args, project=None, **kwargs):
+    def __init__(self, *args: Any, project: Project | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.project = project
         field = cast(forms.ChoiceField, self.fields["credential"])
@@ -94,23 +100,23 @@ class JudgeForm(forms.ModelForm):
             self.fields["api_key"].help_text = credentials.cannot_store_message()
         self.fields["endpoint"].required = False  # left out: automatic
 
-    def clean_endpoint(self):
+    def clean_endpoint(self) -> str:
         return self.cleaned_data["endpoint"] or AUTOMATIC
 
-    def clean_name(self):
+    def clean_name(self) -> str:
         name = self.cleaned_data["name"].strip()
         others = Judge.objects.filter(project=self.project, name=name).exclude(pk=self.instance.pk)
         if others.exists():
             raise forms.ValidationError(f"This project already has a judge named {name!r}.")
         return name
 
-    def clean_base_url(self):
+    def clean_base_url(self) -> str:
         try:
             return check_base_url(self.cleaned_data["base_url"])
         except UnsafeEndpoint as error:
             raise forms.ValidationError(f"This base URL is refused: {error}.") from None
 
-    def clean(self):
+    def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
         choice, pasted = cleaned.get("credential"), cleaned.get("api_key") or ""
         if pasted and choice != KEY_CHOICE_PASTED:
@@ -137,7 +143,7 @@ class JudgeForm(forms.ModelForm):
             judge.save()
         return judge
 
-    def clean_temperature(self):
+    def clean_temperature(self) -> float | None:
         value = self.cleaned_data["temperature"]
         if value is not None and not 0 <= value <= 2:
             raise forms.ValidationError(
@@ -145,25 +151,25 @@ class JudgeForm(forms.ModelForm):
             )
         return value
 
-    def clean_samples(self):
+    def clean_samples(self) -> int:
         value = self.cleaned_data["samples"]
         if not 1 <= value <= 20:
             raise forms.ValidationError("Samples per item must be between 1 and 20.")
         return value
 
-    def clean_concurrency(self):
+    def clean_concurrency(self) -> int:
         value = self.cleaned_data["concurrency"]
         if not 1 <= value <= 256:
             raise forms.ValidationError("Concurrency must be between 1 and 256.")
         return value
 
-    def clean_max_tokens(self):
+    def clean_max_tokens(self) -> int:
         value = self.cleaned_data["max_tokens"]
         if value < 1:
             raise forms.ValidationError("Max tokens must be at least 1.")
         return value
 
-    def clean_request_timeout(self):
+    def clean_request_timeout(self) -> float:
         value = self.cleaned_data["request_timeout"]
         if value <= 0:
             raise forms.ValidationError("The timeout must be more than 0 seconds.")
@@ -175,7 +181,7 @@ class ReplaceKeyForm(forms.Form):
 
     api_key = PastedKeyField(label="New key", required=True)
 
-    def clean(self):
+    def clean(self) -> dict[str, Any] | None:
         cleaned = super().clean()
         if not credentials.can_store_keys():
             raise forms.ValidationError(credentials.cannot_store_message())
@@ -193,7 +199,14 @@ class RunChoiceForm(forms.Form):
         error_messages={"required": "Pick at least one rubric version."},
     )
 
-    def __init__(self, *args, evaluation, **kwargs):
+    batch = forms.BooleanField(
+        label="Through the Batch API",
+        required=False,
+        help_text="Half the judge's prices; results within 24 h (OpenAI's Batch API, or an endpoint that "
+        "implements it).",
+    )
+
+    def __init__(self, *args: Any, evaluation: Evaluation, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         cast(forms.ModelChoiceField, self.fields["judge"]).queryset = Judge.objects.filter(
             project=evaluation.project, archived=False

@@ -1,6 +1,7 @@
 """LLM judges: a reusable model configuration (Judge), its application to one evaluation under one rubric
 version (JudgeRun), one row per (item, sample, order) of work (JudgeCall), and a cache of replies."""
 
+import uuid
 from decimal import Decimal
 
 from django.conf import settings
@@ -10,6 +11,7 @@ from django.utils import timezone
 
 from . import credentials
 from .endpoints import AUTOMATIC, FAMILY_CHOICES, REASONING_EFFORTS, Accepts, Family, family_for
+from .parameters import RunParameters
 
 SIMULATED_MODEL_PREFIX = "fake-"
 
@@ -181,31 +183,30 @@ class Judge(models.Model):
     def accepts(self) -> Accepts:
         return self.family.accepts.updated(self.capabilities)
 
-    def parameters(self) -> dict:
+    def parameters(self) -> RunParameters:
         """The settings a run freezes at launch, so editing the judge never changes a running run."""
-        return {
-            "endpoint": self.family.key,
-            "capabilities": {k: v for k, v in (self.capabilities or {}).items() if k in Accepts().as_dict()},
-            "reasoning_effort": self.reasoning_effort,
-            "base_url": self.base_url,
-            "model": self.model,
-            "api_key_env": self.api_key_env,
-            "credential": self.credential_source,
-            "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
-            "samples": self.samples,
-            "logprobs": self.logprobs,
-            "position_swap": self.position_swap,
-            "structured_output": self.structured_output,
-            "requests_per_minute": self.requests_per_minute,
-            "tokens_per_minute": self.tokens_per_minute,
-            "concurrency": self.concurrency,
-            "price_input_per_million": str(self.price_input_per_million),
-            "price_output_per_million": str(self.price_output_per_million),
-            "cache_enabled": self.cache_enabled,
-            "request_timeout": self.request_timeout,
-            "simulated": self.is_simulated,
-        }
+        return RunParameters(
+            endpoint=self.family.key,
+            capabilities={k: v for k, v in (self.capabilities or {}).items() if k in Accepts().as_dict()},
+            reasoning_effort=self.reasoning_effort,
+            base_url=self.base_url,
+            model=self.model,
+            credential=self.credential_source,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            samples=self.samples,
+            logprobs=self.logprobs,
+            position_swap=self.position_swap,
+            structured_output=self.structured_output,
+            requests_per_minute=self.requests_per_minute,
+            tokens_per_minute=self.tokens_per_minute,
+            concurrency=self.concurrency,
+            price_input_per_million=self.price_input_per_million,
+            price_output_per_million=self.price_output_per_million,
+            cache_enabled=self.cache_enabled,
+            request_timeout=self.request_timeout,
+            simulated=self.is_simulated,
+        )
 
 
 class JudgeRun(models.Model):
@@ -225,7 +226,24 @@ class JudgeRun(models.Model):
         "rubrics.RubricVersion", on_delete=models.PROTECT, related_name="judge_runs"
     )
     rater = models.OneToOneField("evaluations.Rater", on_delete=models.PROTECT, related_name="judge_run")
+
+    class Mode(models.TextChoices):
+        LIVE = "live", "Live calls"
+        BATCH = "batch", "Batch API"
+
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.RUNNING)
+    mode = models.CharField(
+        max_length=8,
+        choices=Mode.choices,
+        default=Mode.LIVE,
+        help_text="Live calls through lanes, or batches through the endpoint's Batch API (judges.batch).",
+    )
+    batch_poller = models.UUIDField(
+        null=True, blank=True, help_text="The one poll task chain that may advance this run's batches."
+    )
+    batch_polling_since = models.DateTimeField(
+        null=True, blank=True, help_text="When the poll now at work on its batches began (one at a time)."
+    )
     error = models.TextField(blank=True, help_text="Why the run stopped, for its page.")
     parameters = models.JSONField(default=dict, help_text="The judge's settings frozen at launch.")
     total_calls = models.PositiveIntegerField(default=0)
@@ -256,10 +274,17 @@ class JudgeRun(models.Model):
                 condition=models.Q(status__in=["running", "done", "failed", "cancelled"]),
                 name="judge_run_status_is_known",
             ),
+            models.CheckConstraint(
+                condition=models.Q(mode__in=["live", "batch"]), name="judge_run_mode_is_known"
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.judge} on {self.evaluation} ({self.rubric_version})"
+
+    @property
+    def frozen_parameters(self) -> RunParameters:
+        return RunParameters.from_json(self.parameters)
 
     @property
     def is_active(self) -> bool:
@@ -316,6 +341,14 @@ class JudgeCall(models.Model):
     cached = models.BooleanField(default=False)
     details = models.JSONField(default=dict, blank=True, help_text="Logprob score, argmax, distribution.")
     finished_at = models.DateTimeField(null=True, blank=True)
+    batch = models.ForeignKey(
+        "JudgeBatch",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="calls",
+        help_text="The batch the call is in, or that answered it (at the batch price).",
+    )
 
     class Meta:
         ordering = ["run", "id"]
@@ -357,3 +390,63 @@ class CachedReply(models.Model):
 
     def __str__(self) -> str:
         return f"cached reply {self.key[:12]} from {self.model}"
+
+
+class JudgeBatch(models.Model):
+    """Calls of a run sent together through the endpoint's Batch API (judges.batch): one input file, one
+    remote batch. Its calls are claimed with its token, so each result is stored once, by the claim."""
+
+    class Status(models.TextChoices):
+        PREPARING = "preparing", "Preparing"  # ours: calls claimed, not yet created at the endpoint
+        VALIDATING = "validating", "Validating"
+        FAILED = "failed", "Failed"
+        IN_PROGRESS = "in_progress", "In progress"
+        FINALIZING = "finalizing", "Finalizing"
+        COMPLETED = "completed", "Completed"
+        EXPIRED = "expired", "Expired"
+        CANCELLING = "cancelling", "Cancelling"
+        CANCELLED = "cancelled", "Cancelled"
+
+    run = models.ForeignKey(JudgeRun, on_delete=models.CASCADE, related_name="batches")
+    token = models.UUIDField(default=uuid.uuid4, unique=True, help_text="Claim token of its calls.")
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.PREPARING)
+    remote_id = models.CharField(max_length=200, blank=True)
+    input_file_id = models.CharField(max_length=200, blank=True)
+    output_file_id = models.CharField(max_length=200, blank=True)
+    error_file_id = models.CharField(max_length=200, blank=True)
+    requests = models.PositiveIntegerField(default=0, help_text="Requests in its input file.")
+    completed = models.PositiveIntegerField(default=0, help_text="request_counts.completed")
+    failed = models.PositiveIntegerField(default=0, help_text="request_counts.failed")
+    collected = models.BooleanField(
+        default=False, help_text="Its results are stored and its unanswered calls are pending again."
+    )
+    error = models.TextField(blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["run", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(
+                    status__in=[
+                        "preparing",
+                        "validating",
+                        "failed",
+                        "in_progress",
+                        "finalizing",
+                        "completed",
+                        "expired",
+                        "cancelling",
+                        "cancelled",
+                    ]
+                ),
+                name="judge_batch_status_is_known",
+            ),
+            models.UniqueConstraint(
+                fields=["remote_id"], condition=~models.Q(remote_id=""), name="judge_batch_remote_id_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"batch {self.remote_id or self.pk} of run {self.run_id} ({self.status})"

@@ -10,11 +10,14 @@ stored unless the model answered.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.utils import timezone
 
 from . import adapting, client, credentials
+from .batch import has_batch_api
 from .endpoint_safety import UnsafeEndpoint, check_base_url
 from .endpoints import Accepts, Family, family_for
 from .fake_llm import OWNED_BY
@@ -49,8 +52,8 @@ class Probe:
     api_key: str
     notes: list[str] = field(default_factory=list)
 
-    def base_request(self, **extra) -> dict:
-        request: dict = {
+    def base_request(self, **extra: Any) -> dict[str, Any]:
+        request: dict[str, Any] = {
             "model": self.judge.model,
             self.accepts.token_limit: min(self.judge.max_tokens, PROBE_MAX_TOKENS),
             "messages": [{"role": "user", "content": PROBE_QUESTION}],
@@ -83,7 +86,7 @@ class Probe:
                 self.notes.append(f"{parameter} refused ({error.message}): {adapting.describe(change)}")
         raise client.PermanentError("the endpoint kept refusing the probe's parameters")
 
-    def supports(self, name: str, extra: dict, check) -> bool:
+    def supports(self, name: str, extra: dict[str, Any], check: Callable[[client.Reply], object]) -> bool:
         try:
             reply = self.send(self.base_request(**extra))
         except client.PermanentError as error:
@@ -120,7 +123,7 @@ def _listed_models(judge: Judge, family: Family, api_key: str) -> tuple[list[dic
 
 
 def _failure(
-    judge: Judge, error: client.EndpointError, models: list[dict], simulated: bool
+    judge: Judge, error: client.EndpointError, models: list[dict[str, str]], simulated: bool
 ) -> ConnectionResult:
     # A failure to connect says only that (never the network's error text: no port scanner).
     message = error.message if error.status is not None or isinstance(error, client.PermanentError) else ""
@@ -165,6 +168,11 @@ def test_connection(*, judge: Judge) -> ConnectionResult:
         n = probe.supports("n=2", {"n": 2}, lambda r: r.choices == 2)
     except client.EndpointError as error:
         return _failure(judge, error, models, simulated)
+    batch = not family.azure and has_batch_api(
+        base_url=judge.base_url, api_key=credential.api_key, timeout=min(judge.request_timeout, 15)
+    )
+    if not batch:
+        probe.notes.append("Batch API: not found (GET /batches did not answer)")
     capabilities = {
         **probe.accepts.as_dict(),
         "logprobs": logprobs,
@@ -173,6 +181,7 @@ def test_connection(*, judge: Judge) -> ConnectionResult:
         "owned_by": owner,
         "latency_ms": round(reply.latency_ms),
         "family": family.key,
+        "batch": batch,
     }
     Judge.objects.filter(pk=judge.pk).update(
         capabilities=capabilities, probed_at=timezone.now(), simulated=judge.simulated or simulated

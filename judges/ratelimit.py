@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Callable
 
 import redis
 from django.conf import settings
@@ -65,7 +66,7 @@ class RateLimiter:
     def active(self) -> bool:
         return bool(self.limits)
 
-    def acquire(self, *, tokens: int, should_stop=lambda: False) -> float:
+    def acquire(self, *, tokens: int, should_stop: Callable[[], bool] = lambda: False) -> float:
         """Block until one request of `tokens` tokens may go; returns the seconds waited."""
         if not self.limits:
             return 0.0

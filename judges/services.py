@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
@@ -21,24 +22,34 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 
 from evaluations.models import Evaluation, Rater, Rating
+from projects import leases
 from rubrics.models import RubricVersion
 from rubrics.rendering import RenderError, render_prompt
 
+from . import batch as batches
 from . import credentials
-from .calls import LaneContext, process_call
-from .claims import ClaimAhead, release_claim
+from .calls import LaneContext, Outcome, process_call
+from .claims import CALL_LEASE, ClaimAhead, release_claim
 from .endpoints import build_request, sent_parameters
 from .models import Judge, JudgeCall, JudgeRun
+from .parameters import RunParameters
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 ESTIMATE_SAMPLE_ITEMS = 50
 EXPECTED_SCORE_TOKENS = 5
 EXPECTED_JSON_TOKENS = 120
 CALL_BATCH = 5000
+# Any lane of a running run beats `heartbeat`; before the first beat the run dates from its queueing.
+RUN_LEASE = leases.Lease(
+    renewed="heartbeat", held=Q(status=JudgeRun.Status.RUNNING), dated_by=("queued_at", "created")
+)
 
 
-def orders_for(judge_params: dict, version: RubricVersion) -> list[bool]:
+def orders_for(params: RunParameters, version: RubricVersion) -> list[bool]:
     """[False] or, for pairwise with position swap, [False, True] (True: the response is shown as A)."""
-    if version.rubric.kind == "pairwise" and judge_params["position_swap"]:
+    if version.rubric.kind == "pairwise" and params.position_swap:
         return [False, True]
     return [False]
 
@@ -62,6 +73,7 @@ class Estimate:
     latency_measured: bool = False
     parameters: tuple[str, ...] = ()
     currency: str = CURRENCY
+    batch: bool = False  # through the Batch API: half the price, results within 24 h
 
     @property
     def tokens(self) -> int:
@@ -69,39 +81,47 @@ class Estimate:
 
     @property
     def duration(self) -> str:
+        if self.batch:
+            return "within 24 h"
         minutes = self.duration_seconds / 60
         if minutes < 1:
             return f"{max(1, round(self.duration_seconds))} s"
         return f"{minutes:.0f} min" if minutes < 120 else f"{minutes / 60:.1f} h"
 
 
-def expected_duration(params: dict, *, calls: int, tokens_per_call: float, latency_ms: float) -> float:
+def expected_duration(
+    params: RunParameters, *, calls: int, tokens_per_call: float, latency_ms: float
+) -> float:
     """Seconds for `calls` at the judge's concurrency, bounded by its request and token rate limits."""
-    per_minute = params["concurrency"] * 60_000 / max(latency_ms, 1.0)
-    if params["requests_per_minute"]:
-        per_minute = min(per_minute, params["requests_per_minute"])
-    if params["tokens_per_minute"] and tokens_per_call:
-        per_minute = min(per_minute, params["tokens_per_minute"] / tokens_per_call)
+    per_minute = params.concurrency * 60_000 / max(latency_ms, 1.0)
+    if params.requests_per_minute:
+        per_minute = min(per_minute, params.requests_per_minute)
+    if params.tokens_per_minute and tokens_per_call:
+        per_minute = min(per_minute, params.tokens_per_minute / tokens_per_call)
     return 60 * calls / per_minute if per_minute else 0.0
 
 
-def cost_of(params: dict, *, prompt_tokens: int, completion_tokens: int) -> Decimal:
-    price_in = Decimal(str(params["price_input_per_million"]))
-    price_out = Decimal(str(params["price_output_per_million"]))
+def cost_of(
+    params: RunParameters, *, prompt_tokens: int, completion_tokens: int, batch: bool = False
+) -> Decimal:
+    """At the judge's prices per million tokens; through the Batch API at half of them."""
+    price_in, price_out = params.price_input_per_million, params.price_output_per_million
     total = (price_in * prompt_tokens + price_out * completion_tokens) / Decimal(1_000_000)
-    return total.quantize(Decimal("0.0001"))
+    return batches.batch_cost(total) if batch else total.quantize(Decimal("0.0001"))
 
 
-def estimate_run(*, judge: Judge, evaluation: Evaluation, rubric_version: RubricVersion) -> Estimate:
+def estimate_run(
+    *, judge: Judge, evaluation: Evaluation, rubric_version: RubricVersion, batch: bool = False
+) -> Estimate:
     """Calls, tokens and cost of a run before launch (prompt length from up to 50 rendered items)."""
     params = judge.parameters()
     items = evaluation.items()
     count = items.count()
     orders = orders_for(params, rubric_version)
-    calls = count * params["samples"] * len(orders)
+    calls = count * params.samples * len(orders)
     sample = list(items.order_by("position")[:ESTIMATE_SAMPLE_ITEMS])
     chars = 0
-    request: dict = {}
+    request: dict[str, Any] = {}
     for item in sample:
         try:
             prompt = render_prompt(rubric_version, item)
@@ -112,9 +132,9 @@ def estimate_run(*, judge: Judge, evaluation: Evaluation, rubric_version: Rubric
     per_call_prompt = (chars / len(sample) / 4) if sample else 0
     answer = EXPECTED_JSON_TOKENS if rubric_version.output_format != "score" else EXPECTED_SCORE_TOKENS
     reasoning = (
-        EXPECTED_REASONING_TOKENS.get(params["reasoning_effort"], 500) if judge.accepts().reasoning else 0
+        EXPECTED_REASONING_TOKENS.get(params.reasoning_effort, 500) if judge.accepts().reasoning else 0
     )
-    per_call_completion = min(params["max_tokens"], answer + reasoning)
+    per_call_completion = min(params.max_tokens, answer + reasoning)
     per_call_reasoning = max(0, per_call_completion - answer) if reasoning else 0
     prompt_tokens = round(per_call_prompt * calls)
     completion_tokens = per_call_completion * calls
@@ -124,7 +144,7 @@ def estimate_run(*, judge: Judge, evaluation: Evaluation, rubric_version: Rubric
         calls=calls,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
-        cost=cost_of(params, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
+        cost=cost_of(params, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, batch=batch),
         api_key_present=not credentials.credential_for(
             judge_id=judge.pk, source=judge.credential_source
         ).problem,
@@ -137,10 +157,13 @@ def estimate_run(*, judge: Judge, evaluation: Evaluation, rubric_version: Rubric
         ),
         latency_measured=bool(latency),
         parameters=tuple(sent_parameters(request)),
+        batch=batch,
     )
 
 
-def check_launch(*, judge: Judge, evaluation: Evaluation, rubric_version: RubricVersion) -> None:
+def check_launch(
+    *, judge: Judge, evaluation: Evaluation, rubric_version: RubricVersion, batch: bool = False
+) -> None:
     if judge.project_id != evaluation.project_id:
         raise ValidationError(
             f"Judge {judge.name} belongs to another project than evaluation {evaluation.name}."
@@ -155,6 +178,8 @@ def check_launch(*, judge: Judge, evaluation: Evaluation, rubric_version: Rubric
             f"Judge {judge.name}'s endpoint ({judge.family.label}) returns no logprobs ({found} so), so "
             f"logprob scoring cannot run on {rubric_version}: turn logprob scoring off on the judge."
         )
+    if batch:
+        batches.check_batch_launch(judge)
     items = evaluation.items()
     if not items.exists():
         raise ValidationError(f"Dataset {evaluation.dataset.name} has no items to judge.")
@@ -167,10 +192,16 @@ def check_launch(*, judge: Judge, evaluation: Evaluation, rubric_version: Rubric
 
 
 def launch_run(
-    *, judge: Judge, evaluation: Evaluation, rubric_version: RubricVersion, created_by=None
+    *,
+    judge: Judge,
+    evaluation: Evaluation,
+    rubric_version: RubricVersion,
+    created_by: User | None = None,
+    batch: bool = False,
 ) -> JudgeRun:
-    """Create the run, its rater and one call per (item, sample, order); the first lane starts on commit."""
-    check_launch(judge=judge, evaluation=evaluation, rubric_version=rubric_version)
+    """Create the run, its rater and one call per (item, sample, order); its work starts on commit (the
+    first lane, or with `batch` the poll that sends its calls through the Batch API)."""
+    check_launch(judge=judge, evaluation=evaluation, rubric_version=rubric_version, batch=batch)
     params = judge.parameters()
     orders = orders_for(params, rubric_version)
     with transaction.atomic():
@@ -186,32 +217,35 @@ def launch_run(
             evaluation=evaluation,
             rubric_version=rubric_version,
             rater=rater,
-            parameters=params,
+            parameters=params.to_json(),
             created_by=created_by,
             queued_at=timezone.now(),
+            mode=JudgeRun.Mode.BATCH if batch else JudgeRun.Mode.LIVE,
         )
         item_ids = list(evaluation.items().order_by("position").values_list("pk", flat=True))
         calls = [
             JudgeCall(run=run, item_id=item_id, sample=sample, swapped=swapped)
             for item_id in item_ids
-            for sample in range(params["samples"])
+            for sample in range(params.samples)
             for swapped in orders
         ]
         JudgeCall.objects.bulk_create(calls, batch_size=CALL_BATCH)
         run.total_calls = len(calls)
         run.save(update_fields=["total_calls"])
-        transaction.on_commit(lambda: enqueue_lanes(run.pk, [0]))
+        start_work(run)
     return run
 
 
-def check_launches(*, judge: Judge, evaluation: Evaluation, rubric_versions: list[RubricVersion]) -> None:
+def check_launches(
+    *, judge: Judge, evaluation: Evaluation, rubric_versions: list[RubricVersion], batch: bool = False
+) -> None:
     """Refuse a launch of several versions as a whole, naming every version that cannot be judged and why."""
     if not rubric_versions:
         raise ValidationError("Pick at least one rubric version.")
     problems: list[str] = []
     for version in rubric_versions:
         try:
-            check_launch(judge=judge, evaluation=evaluation, rubric_version=version)
+            check_launch(judge=judge, evaluation=evaluation, rubric_version=version, batch=batch)
         except ValidationError as error:
             problems.extend(message for message in error.messages if message not in problems)
     if problems:
@@ -219,16 +253,19 @@ def check_launches(*, judge: Judge, evaluation: Evaluation, rubric_versions: lis
 
 
 def estimate_runs(
-    *, judge: Judge, evaluation: Evaluation, rubric_versions: list[RubricVersion]
+    *, judge: Judge, evaluation: Evaluation, rubric_versions: list[RubricVersion], batch: bool = False
 ) -> list[tuple[RubricVersion, Estimate]]:
     """The estimate of each version's run, after checking that every one of them can be launched."""
-    check_launches(judge=judge, evaluation=evaluation, rubric_versions=rubric_versions)
+    check_launches(judge=judge, evaluation=evaluation, rubric_versions=rubric_versions, batch=batch)
     estimates: list[tuple[RubricVersion, Estimate]] = []
     problems: list[str] = []
     for version in rubric_versions:
         try:
             estimates.append(
-                (version, estimate_run(judge=judge, evaluation=evaluation, rubric_version=version))
+                (
+                    version,
+                    estimate_run(judge=judge, evaluation=evaluation, rubric_version=version, batch=batch),
+                )
             )
         except ValidationError as error:
             problems.extend(f"{version}: {message}" for message in error.messages)
@@ -251,20 +288,36 @@ def total_estimate(estimates: list[Estimate]) -> Estimate:
         duration_seconds=sum(e.duration_seconds for e in estimates),
         latency_measured=all(e.latency_measured for e in estimates),
         parameters=tuple(dict.fromkeys(p for e in estimates for p in e.parameters)),
+        batch=any(e.batch for e in estimates),
     )
 
 
 def launch_runs(
-    *, judge: Judge, evaluation: Evaluation, rubric_versions: list[RubricVersion], created_by=None
+    *,
+    judge: Judge,
+    evaluation: Evaluation,
+    rubric_versions: list[RubricVersion],
+    created_by: User | None = None,
+    batch: bool = False,
 ) -> list[JudgeRun]:
-    """One run (own rater, calls and lanes) per version, all or none: a version that cannot be judged
-    refuses the whole launch."""
-    check_launches(judge=judge, evaluation=evaluation, rubric_versions=rubric_versions)
+    """One run (own rater, calls and lanes or batches) per version, all or none: a version that cannot be
+    judged refuses the whole launch."""
+    check_launches(judge=judge, evaluation=evaluation, rubric_versions=rubric_versions, batch=batch)
     with transaction.atomic():
         return [
-            launch_run(judge=judge, evaluation=evaluation, rubric_version=version, created_by=created_by)
+            launch_run(
+                judge=judge, evaluation=evaluation, rubric_version=version, created_by=created_by, batch=batch
+            )
             for version in rubric_versions
         ]
+
+
+def start_work(run: JudgeRun) -> None:
+    """Queue a run's work for when the transaction commits: its first lane, or its batches' poll."""
+    if run.mode == JudgeRun.Mode.BATCH:
+        batches.start_polling(run.pk)
+    else:
+        transaction.on_commit(partial(enqueue_lanes, run.pk, [0]))
 
 
 def enqueue_lanes(run_id: int, lanes: list[int]) -> None:
@@ -288,7 +341,7 @@ def work_lane(*, run_id: int, lane: int) -> int:
             break
         ahead.prefetch()
         outcome = process_call(ctx, *claimed)
-        if outcome == "stopped":
+        if outcome is Outcome.STOPPED:
             release_claim(*claimed)
             break
         done += 1
@@ -301,7 +354,7 @@ def work_lane(*, run_id: int, lane: int) -> int:
 
 
 def start_other_lanes(run: JudgeRun) -> None:
-    concurrency = run.parameters["concurrency"]
+    concurrency = run.frozen_parameters.concurrency
     if concurrency <= 1:
         return
     started = JudgeRun.objects.filter(pk=run.pk, lanes_started=False, status=JudgeRun.Status.RUNNING).update(
@@ -332,26 +385,32 @@ def complete_run_if_finished(*, run_id: int) -> None:
 def recover_stalled_runs(*, stale_seconds: float) -> list[int]:
     """Take over running runs none of whose lanes reported for `stale_seconds` (their worker died):
     their claimed calls go back to pending and the first lane starts again. Returns the run ids."""
-    cutoff = timezone.now() - timedelta(seconds=stale_seconds)
-    stalled = JudgeRun.objects.filter(status=JudgeRun.Status.RUNNING).filter(
-        Q(heartbeat__lt=cutoff)
-        | Q(heartbeat__isnull=True, queued_at__lt=cutoff)
-        | Q(heartbeat__isnull=True, queued_at__isnull=True, created__lt=cutoff)
-    )
+    stalled = JudgeRun.objects.filter(RUN_LEASE.held & RUN_LEASE.expired(stale_seconds))
     recovered = []
-    for run in stalled.only("pk", "heartbeat", "queued_at"):
+    for run in stalled.only("pk", "mode"):
+        run_id = run.pk
         with transaction.atomic():
-            # Only one starting worker wins a run: the heartbeat it saw must still be there.
-            taken = JudgeRun.objects.filter(
-                pk=run.pk, heartbeat=run.heartbeat, queued_at=run.queued_at
-            ).update(heartbeat=None, queued_at=timezone.now(), lanes_started=False)
+            # Only one starting worker wins a run: the UPDATE checks again that its lease expired. It is
+            # queued anew, not renewed: the lane that starts beats for it.
+            taken = leases.take(
+                JudgeRun.objects.filter(pk=run_id),
+                lease=RUN_LEASE,
+                seconds=stale_seconds,
+                heartbeat=None,
+                queued_at=timezone.now(),
+                lanes_started=False,
+            )
             if not taken:
                 continue
-            JudgeCall.objects.filter(run_id=run.pk, status=JudgeCall.Status.CLAIMED).update(
-                status=JudgeCall.Status.PENDING, claim_token=None
+            # Calls claimed by a batch stay its own: the endpoint may still answer them.
+            leases.release(
+                JudgeCall.objects.filter(run_id=run_id, batch__isnull=True),
+                lease=CALL_LEASE,
+                status=JudgeCall.Status.PENDING,
+                claim_token=None,
             )
-            transaction.on_commit(partial(enqueue_lanes, run.pk, [0]))
-        recovered.append(run.pk)
+            start_work(run)
+        recovered.append(run_id)
     return recovered
 
 
@@ -367,23 +426,34 @@ def delete_or_archive_judge(*, judge: Judge) -> bool:
 
 
 def cancel_run(*, run: JudgeRun) -> bool:
-    return bool(
-        JudgeRun.objects.filter(pk=run.pk, status=JudgeRun.Status.RUNNING).update(
+    """Stop a running run; a batch run's next poll (queued now) cancels its batches at the endpoint."""
+    with transaction.atomic():
+        cancelled = JudgeRun.objects.filter(pk=run.pk, status=JudgeRun.Status.RUNNING).update(
             status=JudgeRun.Status.CANCELLED, finished=timezone.now(), error="Cancelled."
         )
-    )
+        if cancelled and batches.open_batches(run):
+            batches.start_polling(run.pk)
+    return bool(cancelled)
 
 
-def resume_run(*, run: JudgeRun) -> int:
-    """Put failed and claimed calls back to pending and start the first lane again; returns calls reopened.
+def resume_run(*, run: JudgeRun, mode: str | None = None) -> int:
+    """Put failed and claimed calls back to pending and start the work again (as live calls or as a new
+    batch: `mode`, else as before); returns calls reopened.
 
     A claim held by a worker that is in fact still alive is harmless: its finish no longer matches the
-    claim token, so the call is stored once, by whoever claims it next.
+    claim token, so the call is stored once, by whoever claims it next. A batch still open at the
+    endpoint (being cancelled) holds its calls: resume waits until it has ended (ValidationError).
     """
+    if batches.open_batches(run):
+        raise ValidationError(
+            "A batch of this run is still being stopped at the endpoint: resume once it has."
+        )
+    if mode == JudgeRun.Mode.BATCH:
+        batches.check_batch_launch(run.judge)
     with transaction.atomic():
         reopened = JudgeCall.objects.filter(
             run=run, status__in=[JudgeCall.Status.FAILED, JudgeCall.Status.CLAIMED]
-        ).update(status=JudgeCall.Status.PENDING, claim_token=None, error="")
+        ).update(status=JudgeCall.Status.PENDING, claim_token=None, error="", batch=None)
         pending = JudgeCall.objects.filter(run=run, status=JudgeCall.Status.PENDING).exists()
         JudgeRun.objects.filter(pk=run.pk).update(
             status=JudgeRun.Status.RUNNING,
@@ -391,18 +461,21 @@ def resume_run(*, run: JudgeRun) -> int:
             finished=None,
             lanes_started=False,
             queued_at=timezone.now(),
+            mode=mode or run.mode,
         )
+        run.refresh_from_db()
         run_id = run.pk
         if pending:
-            transaction.on_commit(lambda: enqueue_lanes(run_id, [0]))
+            start_work(run)
         else:
             transaction.on_commit(lambda: complete_run_if_finished(run_id=run_id))
-    run.refresh_from_db()
     return reopened
 
 
 @dataclass(frozen=True)
-class Progress:
+class RunProgress:
+    """A judge run's calls, tokens and cost so far (the run page)."""
+
     total: int
     done: int
     failed: int
@@ -445,11 +518,14 @@ class Progress:
         )
 
 
-def run_progress(run: JudgeRun) -> Progress:
+def run_progress(run: JudgeRun) -> RunProgress:
     """Counts and sums for the run page, in two queries whatever the run's size."""
     minute_ago = timezone.now() - timedelta(minutes=1)
     done_q = Q(status=JudgeCall.Status.DONE)
     stats = run.calls.aggregate(
+        # Before the aggregates named like the columns, which would shadow them.
+        batch_prompt_tokens=Sum("prompt_tokens", filter=Q(batch__isnull=False)),
+        batch_completion_tokens=Sum("completion_tokens", filter=Q(batch__isnull=False)),
         total=Count("id"),
         done=Count("id", filter=done_q),
         failed=Count("id", filter=Q(status=JudgeCall.Status.FAILED)),
@@ -468,7 +544,9 @@ def run_progress(run: JudgeRun) -> Progress:
         consistent=Sum(Cast(KT("details__consistent_pairs"), IntegerField())),
     )
     prompt_tokens, completion_tokens = stats["prompt_tokens"] or 0, stats["completion_tokens"] or 0
-    return Progress(
+    batch_in, batch_out = stats["batch_prompt_tokens"] or 0, stats["batch_completion_tokens"] or 0
+    params = run.frozen_parameters
+    return RunProgress(
         total=stats["total"],
         done=stats["done"],
         failed=stats["failed"],
@@ -476,7 +554,10 @@ def run_progress(run: JudgeRun) -> Progress:
         claimed=stats["claimed"],
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
-        cost=cost_of(run.parameters, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
+        cost=cost_of(
+            params, prompt_tokens=prompt_tokens - batch_in, completion_tokens=completion_tokens - batch_out
+        )
+        + cost_of(params, prompt_tokens=batch_in, completion_tokens=batch_out, batch=True),
         cached=stats["cached"],
         parse_failures=stats["parse_failures"],
         logprobs_missing=stats["logprobs_missing"],

@@ -1,28 +1,39 @@
 """Thin Celery tasks: ids in, one service call. acks_late + reject_on_worker_lost come from settings."""
 
+import gc
+from typing import Any
+
 from celery import shared_task
-from celery.signals import worker_ready
+from celery.signals import worker_init, worker_ready
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from . import services
+from . import batch, client, services
+
+# A lost database connection (restart, too many clients) ends a lane's loop or a batch poll; the task runs
+# again a little later and carries on. Nothing else is retried here: call errors are handled per call in
+# judges.calls, the one retry layer for the endpoint, and a batch poll looks again at its next turn.
+DATABASE_RETRIES: dict[str, Any] = {
+    "autoretry_for": (OperationalError, InterfaceError),
+    "retry_backoff": 2,
+    "retry_backoff_max": 60,
+    "max_retries": 20,
+}
 
 
-@shared_task(
-    acks_late=True,
-    reject_on_worker_lost=True,
-    ignore_result=True,
-    # A lost database connection (restart, too many clients) ends the lane's loop; the lane starts
-    # again a little later and carries on claiming. Nothing else is retried here: call errors are
-    # handled per call in judges.calls, the one retry layer for the endpoint.
-    autoretry_for=(OperationalError, InterfaceError),
-    retry_backoff=2,
-    retry_backoff_max=60,
-    max_retries=20,
-)
+@shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True, **DATABASE_RETRIES)
 def run_judge_lane(run_id: int, lane: int) -> int:
     """Work one lane of a judge run until no call is left; safe to deliver twice."""
     return services.work_lane(run_id=run_id, lane=lane)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True, **DATABASE_RETRIES)
+def poll_judge_batches(run_id: int, poller: str) -> None:
+    """Look at a batch run's batches once and queue the next look; a redelivered or superseded poll
+    finds its token gone and does nothing (judges.batch)."""
+    following = batch.advance(run_id=run_id, poller=poller)
+    if following is not None:
+        batch.send_poll(run_id, following, countdown=settings.JUDGE_BATCH_POLL_SECONDS)
 
 
 @shared_task(acks_late=True, ignore_result=True)
@@ -32,8 +43,17 @@ def recover_judge_runs() -> list[int]:
 
 
 @worker_ready.connect
-def recover_when_a_worker_starts(**_kwargs) -> None:
+def recover_when_a_worker_starts(**_kwargs: object) -> None:
     """A worker coming back finishes what a dead one left: check now, and again once a heartbeat
     that was still fresh at start-up would have gone stale."""
     recover_judge_runs.apply_async()
     recover_judge_runs.apply_async(countdown=settings.JUDGE_STALE_SECONDS + 1)
+
+
+@worker_init.connect
+def prepare_for_calls(**_kwargs: object) -> None:
+    """Import the LLM client when the worker starts (~1 s of CPU), not in a run's first call, which the
+    run's other lanes wait for; then keep what start-up made, which lives as long as the worker, out of
+    every later garbage collection (prefork children inherit both)."""
+    client.load_openai()
+    gc.freeze()

@@ -1,27 +1,34 @@
 """Judge pages: list, create, detail with a connection test; runs: estimate + launch, live progress, cancel,
 resume. Researchers only (projects.access)."""
 
+from __future__ import annotations
+
+from typing import cast
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from config.htmx import SignedInHtmxRequest
 from projects.access import RESEARCHER, get_evaluation_for, get_judge_run_for, get_project_for
 
 from . import probing, services
 from .credentials import can_store_keys
 from .forms import JudgeForm, ReplaceKeyForm, RunChoiceForm
-from .models import Judge, JudgeCall
+from .models import Judge, JudgeCall, JudgeRun
 
 RECENT_PROBLEMS = 10
 
 
 @require_GET
 @login_required
-def judge_list(request, slug: str):
+def judge_list(request: HttpRequest, slug: str) -> HttpResponse:
     project = get_project_for(request.user, slug, role=RESEARCHER)
     judges = Judge.objects.filter(project=project)
     return render(request, "judges/judge_list.html", {"project": project, "judges": judges})
@@ -30,13 +37,13 @@ def judge_list(request, slug: str):
 @sensitive_post_parameters("api_key")  # a pasted key never shows in an error report
 @require_http_methods(["GET", "POST"])
 @login_required
-def judge_create(request, slug: str):
+def judge_create(request: HttpRequest, slug: str) -> HttpResponse:
     project = get_project_for(request.user, slug, role=RESEARCHER)
     form = JudgeForm(request.POST or None, project=project)
     if request.method == "POST" and form.is_valid():
         judge = form.save(commit=False)
         judge.project = project
-        judge.created_by = request.user
+        judge.created_by = cast(User, request.user)  # login_required
         judge.save()
         messages.success(request, f"Judge {judge.name} created. Test its connection before a run.")
         return redirect("judge_detail", slug=project.slug, pk=judge.pk)
@@ -46,7 +53,7 @@ def judge_create(request, slug: str):
 KEY_FIELDS = ("api_key_env", "api_key_encrypted", "api_key_hint", "api_key_version")
 
 
-def _connection(judge: Judge) -> tuple:
+def _connection(judge: Judge) -> tuple[str, str, str, str, int]:
     """What a connection test depends on: the endpoint, the model and which key (a new paste counts)."""
     return (judge.base_url, judge.model, judge.endpoint, judge.credential_source, judge.api_key_version)
 
@@ -54,7 +61,7 @@ def _connection(judge: Judge) -> tuple:
 @sensitive_post_parameters("api_key")
 @require_http_methods(["GET", "POST"])
 @login_required
-def judge_edit(request, slug: str, pk: int):
+def judge_edit(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     """The judge form on an existing judge: later runs use the change, launched runs keep what they froze.
     A changed endpoint, model or key forgets what the last connection test found."""
     project = get_project_for(request.user, slug, role=RESEARCHER)
@@ -74,7 +81,7 @@ def judge_edit(request, slug: str, pk: int):
 
 @require_POST
 @login_required
-def judge_delete(request, slug: str, pk: int):
+def judge_delete(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     """Delete a judge no run used; a judge with runs is archived instead (hidden from new runs, kept for
     the reports of its runs)."""
     project = get_project_for(request.user, slug, role=RESEARCHER)
@@ -88,7 +95,7 @@ def judge_delete(request, slug: str, pk: int):
 
 @require_GET
 @login_required
-def judge_detail(request, slug: str, pk: int):
+def judge_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     project = get_project_for(request.user, slug, role=RESEARCHER)
     judge = get_object_or_404(Judge, project=project, pk=pk)
     runs = judge.runs.select_related("evaluation", "rubric_version__rubric")
@@ -96,14 +103,14 @@ def judge_detail(request, slug: str, pk: int):
     return render(request, "judges/judge_detail.html", context)
 
 
-def _key_form(data) -> ReplaceKeyForm | None:
+def _key_form(data: QueryDict | None) -> ReplaceKeyForm | None:
     return ReplaceKeyForm(data) if can_store_keys() else None
 
 
 @sensitive_post_parameters("api_key")
 @require_POST
 @login_required
-def judge_replace_key(request, slug: str, pk: int):
+def judge_replace_key(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     """Paste a new key for the judge (it replaces any earlier pasted key or server credential)."""
     project = get_project_for(request.user, slug, role=RESEARCHER)
     judge = get_object_or_404(Judge, project=project, pk=pk)
@@ -121,7 +128,7 @@ def judge_replace_key(request, slug: str, pk: int):
 
 @require_POST
 @login_required
-def judge_test_connection(request, slug: str, pk: int):
+def judge_test_connection(request: SignedInHtmxRequest, slug: str, pk: int) -> HttpResponse:
     project = get_project_for(request.user, slug, role=RESEARCHER)
     judge = get_object_or_404(Judge, project=project, pk=pk)
     result = probing.test_connection(judge=judge)
@@ -139,7 +146,7 @@ def judge_test_connection(request, slug: str, pk: int):
 
 @require_http_methods(["GET", "POST"])
 @login_required
-def judge_run_create(request, slug: str, pk: int):
+def judge_run_create(request: SignedInHtmxRequest, slug: str, pk: int) -> HttpResponse:
     """GET: pick a judge and rubric versions; with a judge picked, show calls, tokens and cost per version
     and in total. POST: launch one run per version (all or none)."""
     evaluation = get_evaluation_for(request.user, slug, pk)
@@ -149,10 +156,15 @@ def judge_run_create(request, slug: str, pk: int):
     context = {"project": project, "evaluation": evaluation, "form": form, "estimates": None}
     if form.is_bound and form.is_valid():
         judge, versions = form.cleaned_data["judge"], form.cleaned_data["rubric_versions"]
+        batch = form.cleaned_data["batch"]
         try:
             if request.method == "POST" and request.POST.get("confirm") == "yes":
                 runs = services.launch_runs(
-                    judge=judge, evaluation=evaluation, rubric_versions=versions, created_by=request.user
+                    judge=judge,
+                    evaluation=evaluation,
+                    rubric_versions=versions,
+                    created_by=cast(User, request.user),
+                    batch=batch,
                 )
                 calls = sum(run.total_calls for run in runs)
                 if len(runs) == 1:
@@ -161,7 +173,9 @@ def judge_run_create(request, slug: str, pk: int):
                 messages.success(request, f"{len(runs)} judge runs launched: {calls} calls queued.")
                 url = reverse("evaluation_detail", args=[project.slug, evaluation.pk])
                 return redirect(f"{url}#evaluation_judge_runs")
-            estimates = services.estimate_runs(judge=judge, evaluation=evaluation, rubric_versions=versions)
+            estimates = services.estimate_runs(
+                judge=judge, evaluation=evaluation, rubric_versions=versions, batch=batch
+            )
             context.update(
                 estimates=estimates,
                 total=services.total_estimate([estimate for _, estimate in estimates]),
@@ -175,10 +189,13 @@ def judge_run_create(request, slug: str, pk: int):
 
 @require_GET
 @login_required
-def judge_run_detail(request, slug: str, pk: int):
+def judge_run_detail(request: SignedInHtmxRequest, slug: str, pk: int) -> HttpResponse:
     run = get_judge_run_for(request.user, slug, pk)
     project = run.evaluation.project
-    context = {"project": project, "run": run, "progress": services.run_progress(run)}
+    context = {"project": project, "run": run, "progress": services.run_progress(run), "batches": []}
+    if run.mode == JudgeRun.Mode.BATCH:
+        context["batches"] = batches = list(run.batches.order_by("id"))
+        context["batch_open"] = any(not batch.collected for batch in batches)
     if request.htmx:
         return render(request, "judges/judge_run_detail.html#progress", context)
     problems = (
@@ -192,7 +209,7 @@ def judge_run_detail(request, slug: str, pk: int):
 
 @require_POST
 @login_required
-def judge_run_cancel(request, slug: str, pk: int):
+def judge_run_cancel(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     run = get_judge_run_for(request.user, slug, pk)
     project = run.evaluation.project
     if services.cancel_run(run=run):
@@ -204,7 +221,7 @@ def judge_run_cancel(request, slug: str, pk: int):
 
 @require_POST
 @login_required
-def judge_run_resume(request, slug: str, pk: int):
+def judge_run_resume(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     run = get_judge_run_for(request.user, slug, pk)
     project = run.evaluation.project
     if not run.can_resume:
@@ -212,14 +229,22 @@ def judge_run_resume(request, slug: str, pk: int):
             request, f"The run is {run.get_status_display().lower()}: there is nothing to resume."
         )
         return redirect("judge_run_detail", slug=project.slug, pk=run.pk)
-    reopened = services.resume_run(run=run)
-    messages.success(request, f"Run resumed; {reopened} failed or interrupted call(s) will be tried again.")
+    mode = request.POST.get("mode")
+    try:
+        reopened = services.resume_run(run=run, mode=mode if mode in JudgeRun.Mode.values else None)
+    except ValidationError as error:
+        messages.warning(request, " ".join(error.messages))
+        return redirect("judge_run_detail", slug=project.slug, pk=run.pk)
+    how = " through a new batch" if run.mode == JudgeRun.Mode.BATCH else ""
+    messages.success(
+        request, f"Run resumed{how}; {reopened} failed or interrupted call(s) will be tried again."
+    )
     return redirect("judge_run_detail", slug=project.slug, pk=run.pk)
 
 
 @require_GET
 @login_required
-def evaluation_judge_runs(request, slug: str, pk: int):
+def evaluation_judge_runs(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     """The evaluation page's judge runs section alone: htmx polls it while any run is running."""
     evaluation = get_evaluation_for(request.user, slug, pk)
     project = evaluation.project

@@ -1,5 +1,8 @@
+from typing import Any
+
 from django import forms
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 from django.utils.text import slugify
 
 from .models import Membership, Project
@@ -26,11 +29,11 @@ class MemberForm(forms.Form):
     username = forms.CharField(max_length=150)
     role = forms.ChoiceField(choices=Membership.Role.choices, initial=Membership.Role.ANNOTATOR)
 
-    def __init__(self, *args, project: Project, **kwargs):
+    def __init__(self, *args: Any, project: Project, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.project = project
 
-    def clean_username(self):
+    def clean_username(self) -> User:
         username = self.cleaned_data["username"].strip()
         user = get_user_model().objects.filter(username=username).first()
         if user is None:

@@ -1,4 +1,5 @@
 from django.conf import settings
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import models
 
 
@@ -16,10 +17,10 @@ class Project(models.Model):
     def __str__(self) -> str:
         return self.name
 
-    def role_of(self, user) -> str | None:
+    def role_of(self, user: User | AnonymousUser) -> str | None:
         if not user.is_authenticated:
             return None
-        membership = self.memberships.filter(user=user).only("role").first()
+        membership = self.memberships.filter(user=user.pk).only("role").first()
         return membership.role if membership else None
 
 

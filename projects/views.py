@@ -1,12 +1,17 @@
+from typing import cast
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.db import transaction
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from .access import (
     RESEARCHER,
+    AnyUser,
     get_project_for,
     get_role_for,
     may_create_projects,
@@ -19,7 +24,7 @@ from .models import Membership, Project
 
 @require_GET
 @login_required
-def project_list(request):
+def project_list(request: HttpRequest) -> HttpResponse:
     if _rates_only(request.user):  # annotators land on their rating queue, with nothing they cannot open
         return redirect("annotator_home")
     context = {
@@ -29,17 +34,17 @@ def project_list(request):
     return render(request, "projects/project_list.html", context)
 
 
-def _rates_only(user) -> bool:
+def _rates_only(user: AnyUser) -> bool:
     """An annotator and nothing more: a member of projects only as annotator, not staff."""
     if user.is_staff or user.is_superuser:
         return False
-    roles = set(Membership.objects.filter(user=user).values_list("role", flat=True))
+    roles = set(Membership.objects.filter(user=user.pk).values_list("role", flat=True))
     return roles == {Membership.Role.ANNOTATOR}
 
 
 @require_http_methods(["GET", "POST"])
 @login_required
-def project_create(request):
+def project_create(request: HttpRequest) -> HttpResponse:
     require_project_creator(request.user)
     form = ProjectForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
@@ -47,7 +52,8 @@ def project_create(request):
             project = form.save(commit=False)
             project.slug = slugify(project.name)
             project.save()
-            Membership.objects.create(project=project, user=request.user, role=RESEARCHER)
+            creator = cast(User, request.user)  # signed in: login_required
+            Membership.objects.create(project=project, user=creator, role=RESEARCHER)
         messages.success(request, f"Project {project.name} created. You are its researcher.")
         return redirect("project_detail", slug=project.slug)
     return render(request, "projects/project_create.html", {"form": form})
@@ -55,7 +61,7 @@ def project_create(request):
 
 @require_GET
 @login_required
-def project_detail(request, slug: str):
+def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
     project, role = get_role_for(request.user, slug)
     if role != RESEARCHER:
         return render(request, "projects/project_detail.html", annotator_context(request.user, project))
@@ -76,17 +82,17 @@ def researcher_context(project: Project, member_form: MemberForm | None = None) 
     }
 
 
-def annotator_context(user, project: Project) -> dict:
+def annotator_context(user: AnyUser, project: Project) -> dict:
     return {
         "project": project,
         "is_researcher": False,
-        "evaluations": project.evaluations.filter(annotators=user).select_related("dataset"),
+        "evaluations": project.evaluations.filter(annotators=user.pk).select_related("dataset"),
     }
 
 
 @require_POST
 @login_required
-def project_member_add(request, slug: str):
+def project_member_add(request: HttpRequest, slug: str) -> HttpResponse:
     project = get_project_for(request.user, slug, role=RESEARCHER)
     form = MemberForm(request.POST, project=project)
     if not form.is_valid():

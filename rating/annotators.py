@@ -2,11 +2,14 @@
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 from django.contrib.auth.tokens import default_token_generator
 from django.db import transaction
 from django.db.models import Count, Q
+from django.http import HttpRequest, QueryDict
 from django.urls import reverse
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
@@ -27,7 +30,7 @@ class Outcome:
     link: str = ""  # a one-time set-password link, shown once
 
 
-def _make_annotator(evaluation: Evaluation, user) -> None:
+def _make_annotator(evaluation: Evaluation, user: User) -> None:
     """Annotators of an evaluation are members of its project; people new to it join as annotators."""
     Membership.objects.get_or_create(
         project=evaluation.project, user=user, defaults={"role": Membership.Role.ANNOTATOR}
@@ -54,7 +57,7 @@ def add_existing(*, evaluation: Evaluation, usernames: str) -> Outcome:
     return Outcome(True, f"Added {', '.join(sorted(users))} as annotators.")
 
 
-def set_password_link(*, user, link_base: str) -> str:
+def set_password_link(*, user: User, link_base: str) -> str:
     uid = urlsafe_base64_encode(force_bytes(user.pk))
     token = default_token_generator.make_token(user)
     return link_base.rstrip("/") + reverse("set_password", args=[uid, token])
@@ -100,7 +103,7 @@ def remove(*, evaluation: Evaluation, user_id: int) -> Outcome:
     return Outcome(True, f"Removed {user.username}; the ratings they gave are kept.")
 
 
-def _whole_number(data, name: str, label: str) -> int:
+def _whole_number(data: QueryDict, name: str, label: str) -> int:
     raw = str(data.get(name, "")).strip()
     try:
         return int(raw)
@@ -108,7 +111,7 @@ def _whole_number(data, name: str, label: str) -> int:
         raise services.RatingRefused(f"{label} must be a whole number, not “{raw}”.", field=name) from None
 
 
-def change_settings(*, evaluation: Evaluation, data) -> Outcome:
+def change_settings(*, evaluation: Evaluation, data: QueryDict) -> Outcome:
     try:
         overlap = _whole_number(data, "overlap", "Overlap N")
         minutes = _whole_number(data, "reservation_minutes", "The reservation timeout")
@@ -123,7 +126,9 @@ def change_settings(*, evaluation: Evaluation, data) -> Outcome:
     return Outcome(True, f"Saved: {overlap} ratings per item, reservations last {minutes} minutes.")
 
 
-def section_context(*, evaluation: Evaluation, request=None, outcome: Outcome | None = None) -> dict:
+def section_context(
+    *, evaluation: Evaluation, request: HttpRequest | None = None, outcome: Outcome | None = None
+) -> dict[str, Any]:
     """The Annotators section: who rates, how far each got, what was skipped or flagged."""
     done, reserved = Assignment.Status.DONE, Assignment.Status.RESERVED
     people = evaluation.annotators.order_by("username").annotate(

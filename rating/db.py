@@ -1,12 +1,14 @@
 """What the rating app does differently on PostgreSQL and on SQLite; nothing else in it asks which."""
 
+from datetime import datetime
+
 from django.db import connection
 
 from agreement.uncertainty import item_uncertainty, unsure_first_rank
 from datasets.models import Item
 from evaluations.models import Evaluation, ExcludedItem
 
-from .models import Slot, shuffled_rank
+from .models import Assignment, Slot, shuffled_rank
 
 
 def insert_slots(*, evaluation: Evaluation, shuffled: bool, unsure_first: bool = False) -> None:
@@ -60,3 +62,82 @@ def _insert_in_python(*, evaluation: Evaluation, shuffled: bool, unsure_first: b
         ),
         batch_size=2000,
     )
+
+
+def reserves_in_one_statement() -> bool:
+    """Whether "next item" is one statement (`reserve_next`, PostgreSQL); elsewhere the ORM picks, claims and
+    creates in three (`services._pick_slot`), which SQLite's one-writer-at-a-time transactions make safe."""
+    return connection.vendor == "postgresql"
+
+
+# The first open slot after `after` in queue order that the person never held, locked (others' locks
+# skipped), claimed and turned into their reservation; the item comes back with it. The left side is
+# `pairwise_left_side` in SQL: the first byte of the same SHA-256, odd = the response on the left.
+RESERVE_NEXT = """
+WITH picked AS (
+    SELECT s.id FROM rating_slot s
+    WHERE s.evaluation_id = %(evaluation)s AND s.is_open AND s.claims < %(overlap)s AND s.rank > %(after)s
+      AND NOT EXISTS (
+        SELECT 1 FROM rating_assignment a
+        WHERE a.evaluation_id = %(evaluation)s AND a.user_id = %(user)s AND a.item_id = s.item_id)
+    ORDER BY s.rank LIMIT 1 FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE rating_slot s SET claims = s.claims + 1,
+        is_open = s.claims + 1 < (SELECT e.overlap FROM evaluations_evaluation e WHERE e.id = %(evaluation)s)
+    FROM picked WHERE s.id = picked.id
+    RETURNING s.item_id, s.rank
+), made AS (
+    INSERT INTO rating_assignment
+        (evaluation_id, item_id, user_id, status, rank, reserved_until, left_side, reason, started)
+    SELECT %(evaluation)s, c.item_id, %(user)s, 'reserved', c.rank, %(until)s,
+        CASE WHEN get_byte(sha256(convert_to('pairwise-side:' || %(user)s::text || ':' || c.item_id::text,
+                                             'UTF8')), 0) & 1 = 1
+             THEN 'response' ELSE 'baseline' END,
+        '', %(now)s
+    FROM claimed c
+    RETURNING id, item_id, rank, left_side
+)
+SELECT i.*, made.id AS assignment_id, made.rank AS assignment_rank, made.left_side AS assignment_left_side
+FROM made JOIN datasets_item i ON i.id = made.item_id
+"""
+LOWEST_RANK = -(2**63)
+LAST_RANK = (
+    "COALESCE((SELECT max(a.rank) FROM rating_assignment a WHERE a.evaluation_id = %(evaluation)s "
+    f"AND a.user_id = %(user)s), {LOWEST_RANK})"
+)
+
+
+def reserve_next(
+    *, evaluation: Evaluation, user_id: int, now: datetime, until: datetime
+) -> Assignment | None:
+    """Reserve the person's next item in one statement: ahead of the last place they were handed one,
+    else (items that came back meanwhile) from the start of the queue. None when nothing is open for them."""
+    params: dict[str, int | datetime] = {
+        "evaluation": evaluation.pk,
+        "user": user_id,
+        "overlap": evaluation.overlap,
+        "now": now,
+        "until": until,
+    }
+    for after in (LAST_RANK, str(LOWEST_RANK)):
+        found = list(Item.objects.raw(RESERVE_NEXT.replace("%(after)s", after), params))
+        if found:
+            break
+    else:
+        return None
+    (item,) = found
+    extra = item.__dict__  # the assignment's columns, which RawQuerySet puts on the item
+    pk, rank, left_side = (extra.pop(f"assignment_{name}") for name in ("id", "rank", "left_side"))
+    assignment = Assignment(
+        pk=pk,
+        evaluation=evaluation,
+        item=item,
+        user_id=user_id,
+        status=Assignment.Status.RESERVED,
+        rank=rank,
+        reserved_until=until,
+        left_side=left_side,
+        started=now,
+    )
+    assignment._state.adding, assignment._state.db = False, connection.alias
+    return assignment

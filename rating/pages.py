@@ -2,15 +2,19 @@
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
+from django.contrib.auth.models import User
 from django.core.paginator import Paginator
 
+from datasets.models import Item
 from evaluations.models import Evaluation, Rater, Rating
 from evaluations.values import value_as_shown
 from rubrics.models import Rubric, RubricVersion
 
 from . import revisit, services
 from .models import Assignment, Slot
+from .progress import AnnotatorProgress, annotator_progress
 
 HISTORY_PAGE_SIZE = 50
 
@@ -56,7 +60,7 @@ class Pair:
     left_is: str  # "baseline" or "response"
 
 
-def typed_values(data) -> dict[str, str]:
+def typed_values(data: services.FormData) -> dict[str, str]:
     """What the person typed into a form, to put back when a submit is refused."""
     return {
         key: str(data.get(key, ""))
@@ -141,7 +145,7 @@ def rubric_forms(
     return forms
 
 
-def _pair(item, assignment: Assignment, forms: list[RubricForm]) -> Pair | None:
+def _pair(item: Item, assignment: Assignment, forms: list[RubricForm]) -> Pair | None:
     if not item.baseline or not any(form.kind == Rubric.Kind.PAIRWISE for form in forms):
         return None
     baseline_left = assignment.left_side == Assignment.Side.BASELINE
@@ -152,7 +156,9 @@ def _pair(item, assignment: Assignment, forms: list[RubricForm]) -> Pair | None:
     )
 
 
-def _stage_forms(forms: list[RubricForm], pair: Pair | None, stage: str | None) -> tuple[str, list, list]:
+def _stage_forms(
+    forms: list[RubricForm], pair: Pair | None, stage: str | None
+) -> tuple[str, list[RubricForm], list[RubricForm]]:
     """(stage, forms shown, forms of the other stage carried as hidden fields) for a mixed evaluation.
 
     Carrying the other stage's answers keeps them through the step: the comparison made, or the
@@ -167,11 +173,15 @@ def _stage_forms(forms: list[RubricForm], pair: Pair | None, stage: str | None) 
     return COMPARE, pairwise, others
 
 
-def _undo_offer(evaluation: Evaluation, assignment: Assignment) -> Assignment | None:
-    """The person's last submit, offered for undo while they look at the item handed to them after it."""
+def _undo_offer(
+    evaluation: Evaluation, assignment: Assignment, last: Assignment | None = None
+) -> Assignment | None:
+    """The person's last submit, offered for undo while they look at the item handed to them after it.
+
+    `last`: that submit when the caller has just made it."""
     if assignment.status != Assignment.Status.RESERVED or assignment.pk is None:
         return None
-    last = revisit.last_submit(evaluation=evaluation, user=assignment.user_id)
+    last = last or revisit.last_submit(evaluation=evaluation, user=assignment.user_id)
     if last is None or last.finished is None or last.finished > assignment.started:
         return None
     return last
@@ -187,16 +197,24 @@ def rating_context(
     notice: str = "",
     stage: str | None = None,
     shown_at: str | None = None,
-) -> dict:
-    """Everything the rating page shows for one item: dialog, pair, its stage's forms, errors, progress."""
-    versions = versions if versions is not None else services.evaluation_versions(evaluation)
+    progress: AnnotatorProgress | None = None,
+    last_submit: Assignment | None = None,
+) -> dict[str, Any]:
+    """Everything the rating page shows for one item: dialog, pair, its stage's forms, errors, progress.
+
+    `progress` and `last_submit`: the person's progress and the submit they just made, when the caller
+    has them (`services.submit_and_next`), so they are not read again.
+    """
+    versions = versions if versions is not None else evaluation.ordered_versions()
     errors = errors or services.AnswerErrors()
     item = assignment.item
     values = typed if typed is not None else _current_answers(evaluation=evaluation, assignment=assignment)
     forms = rubric_forms(versions=versions, assignment=assignment, values=values, errors=errors)
     pair = _pair(item, assignment, forms)
     stage, shown, carried = _stage_forms(forms, pair, stage)
-    progress = services.annotator_progress(user=assignment.user_id, evaluation=evaluation)
+    if progress is None:
+        found = annotator_progress(user=assignment.user_id, evaluation=evaluation)
+        progress = found[0] if found else None
     set_aside_before = assignment.status in {Assignment.Status.SKIPPED, Assignment.Status.FLAGGED}
     return {
         "evaluation": evaluation,
@@ -214,11 +232,11 @@ def rating_context(
         "notice": notice,
         # Kept through the comparison step and refusals, so seconds_spent covers the whole item.
         "shown_at": shown_at if services.seconds_since(shown_at) is not None else f"{time.time():.1f}",
-        "progress": progress[0] if progress else None,
+        "progress": progress,
         "revising": assignment.status == Assignment.Status.DONE,
         "set_aside_before": set_aside_before,
         "no_room": set_aside_before and not revisit.has_room(assignment=assignment),
-        "undo": _undo_offer(evaluation, assignment),
+        "undo": _undo_offer(evaluation, assignment, last_submit),
     }
 
 
@@ -229,7 +247,7 @@ class HistoryRow:
     can_reopen: bool = False  # set aside (or expired) and still open: the person can rate it after all
 
 
-def history_context(*, evaluation: Evaluation, user, page: str | None) -> dict:
+def history_context(*, evaluation: Evaluation, user: User, page: str | None) -> dict[str, Any]:
     """The person's finished items in this evaluation, newest first, with their own current values."""
     assignments = (
         Assignment.objects.filter(evaluation=evaluation, user=user)

@@ -2,6 +2,7 @@
 
 from datetime import datetime
 
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -14,7 +15,7 @@ from .services import RatingRefused, _lock_annotator, _unclaim_slot, reservation
 Status = Assignment.Status
 
 
-def last_submit(*, evaluation: Evaluation, user) -> Assignment | None:
+def last_submit(*, evaluation: Evaluation, user: User | int) -> Assignment | None:
     """The person's most recently finished item in the evaluation, if they rated it (not skipped)."""
     latest = (
         Assignment.objects.filter(evaluation=evaluation, user=user, finished__isnull=False)
@@ -27,7 +28,7 @@ def last_submit(*, evaluation: Evaluation, user) -> Assignment | None:
 
 
 def undo_submit(
-    *, evaluation: Evaluation, item_id: int, user, now: datetime | None = None
+    *, evaluation: Evaluation, item_id: int, user: User, now: datetime | None = None
 ) -> tuple[Assignment, dict[str, str]]:
     """Take back the person's last submit: its ratings are deleted and the item is theirs to rate again.
 

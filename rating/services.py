@@ -10,21 +10,28 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from django.contrib.auth.models import User
 from django.db import transaction
-from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, F, OuterRef, Q, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import (
+    Exists,
+    F,
+    OuterRef,
+    Subquery,
+)
 from django.db.models.lookups import LessThan
+from django.http import QueryDict
 from django.utils import timezone
 
-from datasets.models import Item
-from evaluations.models import Evaluation, ExcludedItem, Rater, Rating, RatingRevision
+from evaluations.models import Evaluation, Rater, Rating
 from evaluations.values import value_from_shown
 from rubrics.models import Rubric, RubricVersion
 
-from . import db
+from . import db, revisions
 from .models import Assignment, Slot, pairwise_left_side
+from .progress import AnnotatorProgress, every_item_queued, progress_and_upkeep
 
 Status = Assignment.Status
+FormData = QueryDict | dict[str, str]  # a submitted form, or its fields as a dict
 MAX_SECONDS_SPENT = 24 * 3600.0
 
 
@@ -88,20 +95,8 @@ def ensure_slots(*, evaluation: Evaluation) -> None:
 
 
 def _queue_is_complete(evaluation: Evaluation) -> bool:
-    """Both counts in one statement: this runs before every "next item"."""
-    queued = (
-        Slot.objects.filter(evaluation=evaluation).order_by().values("evaluation").annotate(n=Count("pk"))
-    )
-    items = (
-        Item.objects.filter(dataset_id=evaluation.dataset_id)
-        .order_by()
-        .values("dataset")
-        .annotate(n=Count("pk"))
-    )
-    row = Evaluation.objects.filter(pk=evaluation.pk).values_list(
-        Coalesce(Subquery(queued.values("n")), 0), Coalesce(Subquery(items.values("n")), 0)
-    )[0]
-    return row[0] >= row[1]
+    """Whether the queue holds every item: this runs before every "next item", so no count of either."""
+    return Evaluation.objects.filter(every_item_queued(), pk=evaluation.pk).exists()
 
 
 def _queue_length(evaluation: Evaluation) -> int:
@@ -129,7 +124,7 @@ def _unclaim_slot(*, evaluation_id: int, item_id: int) -> None:
 
 
 def release_expired(
-    *, evaluation: Evaluation, now: datetime | None = None, limit: int = 100, keep_user=None
+    *, evaluation: Evaluation, now: datetime | None = None, limit: int = 100, keep_user: User | None = None
 ) -> int:
     """Give reservations that ran out back to the pool. Returns how many were released.
 
@@ -154,7 +149,7 @@ def release_expired(
     return len(expired)
 
 
-def _lock_annotator(*, evaluation: Evaluation, user) -> None:
+def _lock_annotator(*, evaluation: Evaluation, user: User) -> None:
     """Serialise one person's rating requests in one evaluation; refuse people who are not its annotators."""
     through = Evaluation.annotators.through
     rows = list(
@@ -170,33 +165,48 @@ def reservation_end(*, evaluation: Evaluation, now: datetime) -> datetime:
     return now + timedelta(minutes=evaluation.reservation_minutes)
 
 
-def next_assignment(*, evaluation: Evaluation, user, now: datetime | None = None) -> Assignment | None:
+def next_assignment(*, evaluation: Evaluation, user: User, now: datetime | None = None) -> Assignment | None:
     """The item `user` should rate next: their open reservation, else a newly reserved item, else None."""
     now = now or timezone.now()
     ensure_slots(evaluation=evaluation)
     release_expired(evaluation=evaluation, now=now, keep_user=user)
     with transaction.atomic():
         _lock_annotator(evaluation=evaluation, user=user)
-        current = Assignment.objects.filter(evaluation=evaluation, user=user, status=Status.RESERVED).first()
+        return _next_locked(evaluation=evaluation, user=user, now=now)
+
+
+def _next_locked(
+    *, evaluation: Evaluation, user: User, now: datetime, none_reserved: bool = False
+) -> Assignment | None:
+    """`next_assignment` once the person's annotator row is locked; `none_reserved`: they hold none."""
+    until = reservation_end(evaluation=evaluation, now=now)
+    if not none_reserved:
+        current = (
+            Assignment.objects.select_related("item")
+            .filter(evaluation=evaluation, user=user, status=Status.RESERVED)
+            .first()
+        )
         if current is not None:
-            current.reserved_until = reservation_end(evaluation=evaluation, now=now)
+            current.reserved_until = until
             current.save(update_fields=["reserved_until"])
             return current
-        slot = _pick_slot(evaluation=evaluation, user=user)
-        if slot is None:
-            return None
-        _claim_slot(evaluation_id=evaluation.pk, item_id=slot.item_id)
-        return Assignment.objects.create(
-            evaluation=evaluation,
-            item_id=slot.item_id,
-            user=user,
-            rank=slot.rank,
-            reserved_until=reservation_end(evaluation=evaluation, now=now),
-            left_side=pairwise_left_side(user_id=user.pk, item_id=slot.item_id),
-        )
+    if db.reserves_in_one_statement():
+        return db.reserve_next(evaluation=evaluation, user_id=user.pk, now=now, until=until)
+    slot = _pick_slot(evaluation=evaluation, user=user)
+    if slot is None:
+        return None
+    _claim_slot(evaluation_id=evaluation.pk, item_id=slot.item_id)
+    return Assignment.objects.create(
+        evaluation=evaluation,
+        item=slot.item,
+        user=user,
+        rank=slot.rank,
+        reserved_until=until,
+        left_side=pairwise_left_side(user_id=user.pk, item_id=slot.item_id),
+    )
 
 
-def _pick_slot(*, evaluation: Evaluation, user) -> Slot | None:
+def _pick_slot(*, evaluation: Evaluation, user: User) -> Slot | None:
     """Lock the first open slot, in queue order, that `user` has never held; skip slots others are locking.
 
     Each person moves forward from the last place they were handed an item, so the scan does not
@@ -205,11 +215,11 @@ def _pick_slot(*, evaluation: Evaluation, user) -> Slot | None:
     """
     already_had = Assignment.objects.filter(evaluation=evaluation, user=user, item_id=OuterRef("item_id"))
     candidates = (
-        Slot.objects.select_for_update(skip_locked=True)
+        Slot.objects.select_for_update(skip_locked=True, of=("self",))
         .filter(evaluation=evaluation, is_open=True, claims__lt=evaluation.overlap)
         .filter(~Exists(already_had))
         .order_by("rank")
-        .only("pk", "item_id", "rank")
+        .select_related("item")
     )
     last_rank = (
         Assignment.objects.filter(evaluation=evaluation, user=user)
@@ -222,6 +232,47 @@ def _pick_slot(*, evaluation: Evaluation, user) -> Slot | None:
         if ahead is not None:
             return ahead
     return candidates.first()
+
+
+def submit_and_next(
+    *,
+    evaluation: Evaluation,
+    held: Assignment,
+    user: User,
+    answers: dict[int, Answer],
+    seconds_spent: float | None = None,
+    rater_id: int | None = None,
+    now: datetime | None = None,
+) -> tuple[SubmitResult, Assignment | None, AnnotatorProgress]:
+    """Save a submit and reserve the person's next item in one transaction (the rating page's hot path).
+
+    Returns what the submit did, the next assignment (None when nothing is left) and the person's
+    progress counted after the submit. Queue upkeep (items added to the dataset, reservations that
+    ran out) is read in the progress query and done only when needed.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        _lock_annotator(evaluation=evaluation, user=user)
+        result = _submit(
+            evaluation=evaluation,
+            item_id=held.item_id,
+            user=user,
+            answers=answers,
+            seconds_spent=seconds_spent,
+            rater_id=rater_id,
+            held=held,
+            now=now,
+        )
+        progress = progress_and_upkeep(evaluation=evaluation, user=user, now=now)
+        if not progress.queue_complete:
+            ensure_slots(evaluation=evaluation)
+        if progress.expired_waiting:
+            release_expired(evaluation=evaluation, now=now, keep_user=user)
+        # One reservation per person: the one just submitted was it, unless this was a late submit.
+        none_reserved = held.status == Status.RESERVED and not result.reclaimed
+        assignment = _next_locked(evaluation=evaluation, user=user, now=now, none_reserved=none_reserved)
+        progress.has_more = assignment is not None
+    return result, assignment, progress
 
 
 def _reclaim(*, assignment: Assignment, now: datetime) -> None:
@@ -241,12 +292,8 @@ def _reclaim(*, assignment: Assignment, now: datetime) -> None:
 # --- answers ---------------------------------------------------------------------------------
 
 
-def evaluation_versions(evaluation: Evaluation) -> list[RubricVersion]:
-    return list(evaluation.rubric_versions.select_related("rubric").order_by("rubric__name", "number"))
-
-
 def read_answers(
-    *, versions: list[RubricVersion], data, left_side: str
+    *, versions: list[RubricVersion], data: FormData, left_side: str
 ) -> tuple[dict[int, Answer], AnswerErrors]:
     """Read `rubric-<version id>` / `explanation-<version id>` fields of a submitted form and check them.
 
@@ -298,91 +345,116 @@ def seconds_since(shown_at: str | None, *, now: datetime | None = None) -> float
     return round(spent, 1)
 
 
-def _save_answer(
+def _ratings_of(
     *,
     evaluation: Evaluation,
     item_id: int,
-    rater: Rater,
-    answer: Answer,
+    rater_id: int,
+    answers: dict[int, Answer],
     side: str,
     seconds_spent: float | None,
-) -> str:
-    """Create or revise one rating; returns "created", "revised" or "unchanged"."""
-    side_shown = side if answer.version.kind == Rubric.Kind.PAIRWISE else ""
-    rating = (
-        Rating.objects.select_for_update()
-        .filter(evaluation=evaluation, rater=rater, item_id=item_id, rubric_version=answer.version)
-        .first()
-    )
-    if rating is None:
-        Rating.objects.create(
+) -> list[Rating]:
+    """The ratings a submit stores: pairwise ones with the side the person saw on the left."""
+    return [
+        Rating(
             evaluation=evaluation,
-            rater=rater,
+            rater_id=rater_id,
             item_id=item_id,
             rubric_version=answer.version,
             value=answer.value,
             explanation=answer.explanation,
-            side_shown=side_shown,
+            side_shown=side if answer.version.kind == Rubric.Kind.PAIRWISE else "",
             seconds_spent=seconds_spent,
         )
-        return "created"
-    if (rating.value, rating.explanation) == (answer.value, answer.explanation):
-        return "unchanged"
-    RatingRevision.objects.create(
-        rating=rating,
-        value=rating.value,
-        explanation=rating.explanation,
-        side_shown=rating.side_shown,
-        seconds_spent=rating.seconds_spent,
-        created=rating.updated,
-    )
-    rating.value, rating.explanation, rating.side_shown = answer.value, answer.explanation, side_shown
-    rating.seconds_spent = seconds_spent
-    rating.save(update_fields=["value", "explanation", "side_shown", "seconds_spent", "updated"])
-    return "revised"
+        for answer in answers.values()
+    ]
 
 
 def submit_ratings(
     *,
     evaluation: Evaluation,
     item_id: int,
-    user,
+    user: User,
     answers: dict[int, Answer],
     seconds_spent: float | None = None,
+    rater_id: int | None = None,
+    held: Assignment | None = None,
     now: datetime | None = None,
 ) -> SubmitResult:
     """Save every rubric's answer for one item in one transaction; revising keeps the earlier value.
 
     Submitting the same answers again changes nothing, so double submits and replays are harmless.
+    `rater_id` and `held` (the person's assignment of the item, unlocked): what the caller already read.
     """
-    now = now or timezone.now()
-    result = SubmitResult()
     with transaction.atomic():
-        assignment = (
-            Assignment.objects.select_for_update()
-            .filter(evaluation=evaluation, item_id=item_id, user=user)
-            .first()
+        return _submit(
+            evaluation=evaluation,
+            item_id=item_id,
+            user=user,
+            answers=answers,
+            seconds_spent=seconds_spent,
+            rater_id=rater_id,
+            held=held,
+            now=now or timezone.now(),
         )
-        if assignment is None:
-            raise RatingRefused("This item is not reserved for you, so nothing was saved. Use “Next item”.")
-        if not assignment.holds_claim:
-            _reclaim(assignment=assignment, now=now)
-            result.reclaimed = True
-        rater = Rater.for_user(evaluation.project, user)
-        for answer in answers.values():
-            outcome = _save_answer(
+
+
+def _submit(
+    *,
+    evaluation: Evaluation,
+    item_id: int,
+    user: User,
+    answers: dict[int, Answer],
+    seconds_spent: float | None,
+    rater_id: int | None,
+    held: Assignment | None,
+    now: datetime,
+) -> SubmitResult:
+    result = SubmitResult()
+    if rater_id is None:
+        rater_id = Rater.for_user(evaluation.project, user).pk
+    # The usual case in one statement: the person's reservation becomes done. A reserved item has no
+    # ratings of theirs yet (undo deletes them), so its ratings are created without reading any.
+    mine = Assignment.objects.filter(evaluation=evaluation, item_id=item_id, user=user)
+    if held is not None and held.status == Status.RESERVED:
+        # The usual case in one statement: the reservation the caller read becomes done. A reserved
+        # item has no ratings of theirs yet (undo deletes them), so none is read before creating.
+        still = mine.filter(pk=held.pk, status=Status.RESERVED, left_side=held.left_side)
+        if still.update(status=Status.DONE, finished=now, seconds_spent=seconds_spent):
+            ratings = _ratings_of(
                 evaluation=evaluation,
                 item_id=item_id,
-                rater=rater,
-                answer=answer,
-                side=assignment.left_side,
+                rater_id=rater_id,
+                answers=answers,
+                side=held.left_side,
                 seconds_spent=seconds_spent,
             )
-            setattr(result, outcome, getattr(result, outcome) + 1)
-        if assignment.status != Status.DONE:
-            assignment.status, assignment.finished = Status.DONE, now
-            assignment.seconds_spent = seconds_spent
-            assignment.save(update_fields=["status", "finished", "seconds_spent"])
+            result.created = revisions.save_ratings(ratings, fields=(), none_stored=True).created
+            return result
+    assignment = mine.select_for_update().first()
+    if assignment is None:
+        raise RatingRefused("This item is not reserved for you, so nothing was saved. Use “Next item”.")
+    if not assignment.holds_claim:
+        _reclaim(assignment=assignment, now=now)
+        result.reclaimed = True
+    ratings = _ratings_of(
+        evaluation=evaluation,
+        item_id=item_id,
+        rater_id=rater_id,
+        answers=answers,
+        side=assignment.left_side,
+        seconds_spent=seconds_spent,
+    )
+    saved = revisions.save_ratings(
+        ratings,
+        fields=("value", "explanation", "side_shown", "seconds_spent"),
+        compared=revisions.VALUE_FIELDS,
+    )
+    result.created, result.revised, result.unchanged = saved.created, saved.revised, saved.unchanged
+    if assignment.status != Status.DONE:
+        assignment.status, assignment.finished = Status.DONE, now
+        assignment.seconds_spent = seconds_spent
+        assignment.save(update_fields=["status", "finished", "seconds_spent"])
     return result
 
 
@@ -390,7 +462,7 @@ def set_aside(
     *,
     evaluation: Evaluation,
     item_id: int,
-    user,
+    user: User,
     reason: str,
     flag: bool,
     seconds_spent: float | None = None,
@@ -443,85 +515,3 @@ def update_assignment_settings(
         locked.save(update_fields=["overlap", "reservation_minutes", "order"])
         Slot.objects.filter(evaluation=locked).update(is_open=LessThan(F("claims"), overlap))
     return locked
-
-
-@dataclass
-class Progress:
-    evaluation: Evaluation
-    done: int
-    share: int
-    total: int
-    skipped: int = 0  # skipped or flagged as a problem: the person can reopen them from History
-    has_more: bool = True  # whether "next item" would hand them one now
-
-    @property
-    def percent_of_share(self) -> int:
-        return min(100, round(100 * self.done / self.share)) if self.share else 100
-
-
-def share_of(*, total: int, overlap: int, annotators: int) -> int:
-    """How many items one annotator is expected to rate: the evaluation's ratings split evenly."""
-    if annotators <= 0:
-        return 0
-    return min(total, math.ceil(total * overlap / annotators))
-
-
-def _count_of(queryset) -> Subquery:
-    return Subquery(queryset.order_by().values("evaluation_id").annotate(n=Count("pk")).values("n")[:1])
-
-
-def _has_more(user) -> ExpressionWrapper:
-    """Whether "next item" would hand `user` an item: a reservation, an open item never held, or no queue."""
-    mine = Assignment.objects.filter(evaluation_id=OuterRef("pk"), user=user)
-    never_held = ~Exists(
-        Assignment.objects.filter(
-            evaluation_id=OuterRef(OuterRef("pk")), user=user, item_id=OuterRef("item_id")
-        )
-    )
-    open_for_them = Slot.objects.filter(evaluation_id=OuterRef("pk"), is_open=True).filter(never_held)
-    no_queue_yet = ~Exists(Slot.objects.filter(evaluation_id=OuterRef("pk")))
-    reserved = Exists(mine.filter(status=Status.RESERVED))
-    return ExpressionWrapper(
-        Q(reserved) | Q(Exists(open_for_them)) | Q(no_queue_yet), output_field=BooleanField()
-    )
-
-
-def annotator_progress(*, user, evaluation: Evaluation | None = None) -> list[Progress]:
-    """The evaluations `user` annotates (or just `evaluation`): done, skipped, share, total, whether more."""
-    left_out = ExcludedItem.objects.filter(evaluation_id=OuterRef(OuterRef("pk")), item_id=OuterRef("pk"))
-    items = (
-        Item.objects.filter(dataset_id=OuterRef("dataset_id"))
-        .exclude(Exists(left_out))
-        .order_by()
-        .values("dataset_id")
-    )
-    mine = Assignment.objects.filter(evaluation_id=OuterRef("pk"), user=user)
-    through = Evaluation.annotators.through
-    annotators = through.objects.filter(evaluation_id=OuterRef("pk")).order_by().values("evaluation_id")
-    evaluations = Evaluation.objects.filter(annotators=user)
-    if evaluation is not None:
-        evaluations = evaluations.filter(pk=evaluation.pk)
-    evaluations = (
-        evaluations.select_related("project", "dataset")
-        .annotate(
-            total=Subquery(items.annotate(n=Count("pk")).values("n")[:1]),
-            done=_count_of(mine.filter(status=Status.DONE)),
-            skipped=_count_of(mine.filter(status__in=[Status.SKIPPED, Status.FLAGGED])),
-            annotator_count=Subquery(annotators.annotate(n=Count("pk")).values("n")[:1]),  # type: ignore[misc]
-            has_more=_has_more(user),
-        )
-        .order_by("project__name", "name")
-    )
-    return [
-        Progress(
-            evaluation=evaluation,
-            done=evaluation.done or 0,
-            share=share_of(
-                total=evaluation.total or 0, overlap=evaluation.overlap, annotators=evaluation.annotator_count
-            ),
-            total=evaluation.total or 0,
-            skipped=evaluation.skipped or 0,
-            has_more=evaluation.has_more,
-        )
-        for evaluation in evaluations
-    ]

@@ -1,43 +1,54 @@
 """Annotators rate items here; researchers manage an evaluation's annotators from its page."""
 
+from typing import Any, TypedDict
+
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse
+from django.db.models import OuterRef, Subquery
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse, reverse_lazy
+from django.utils import timezone
 from django.views import csrf as csrf_views
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect, push_url, reswap, retarget
-from django_htmx.middleware import HtmxDetails
+from django_stubs_ext import WithAnnotations
 
+from config.htmx import SignedInHtmxRequest
 from datasets.models import Item
-from evaluations.models import Evaluation
+from evaluations.models import Evaluation, Rater
 from projects.access import ANNOTATOR, get_evaluation_for
-from rubrics.models import Rubric
+from rubrics.models import Rubric, RubricVersion
 
 from . import annotators, pages, revisit, services
 from .models import Assignment, pairwise_left_side
-
-
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails
-
+from .progress import annotator_progress
 
 RATE_TEMPLATE = "rating/rate_item.html"
 FORMS_REGION = "rating-forms"  # the element (and partial) a refused form is put back into
 
 
-def _assignment(evaluation: Evaluation, item_id: int, user) -> Assignment:
+def _assignment(evaluation: Evaluation, item_id: int, user: User) -> Assignment:
     return get_object_or_404(
         Assignment.objects.select_related("item"), evaluation=evaluation, item_id=item_id, user=user
     )
 
 
-def _own_assignment(evaluation: Evaluation, item_id: int, user) -> Assignment | None:
+class _RaterOf(TypedDict):
+    rater_id: int | None
+
+
+def _own_assignment(
+    evaluation: Evaluation, item_id: int, user: User
+) -> "WithAnnotations[Assignment, _RaterOf] | None":
+    """The person's assignment of the item, with the item and (as `rater_id`) their rater in the project."""
+    rater = Rater.objects.filter(project_id=evaluation.project_id, user=OuterRef("user_id")).values("pk")[:1]
     return (
         Assignment.objects.select_related("item")
+        .annotate(rater_id=Subquery(rater))
         .filter(evaluation=evaluation, item_id=item_id, user=user)
         .first()
     )
@@ -55,15 +66,13 @@ def evaluation_page_url(evaluation: Evaluation) -> str:
 
 @require_GET
 @login_required
-def annotator_home(request: HttpRequest) -> HttpResponse:
-    return render(
-        request, "rating/annotator_home.html", {"progress": services.annotator_progress(user=request.user)}
-    )
+def annotator_home(request: SignedInHtmxRequest) -> HttpResponse:
+    return render(request, "rating/annotator_home.html", {"progress": annotator_progress(user=request.user)})
 
 
 @require_GET
 @login_required
-def rate_next(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+def rate_next(request: SignedInHtmxRequest, slug: str, pk: int) -> HttpResponse:
     evaluation = get_evaluation_for(request.user, slug, pk, role=ANNOTATOR)
     assignment = services.next_assignment(evaluation=evaluation, user=request.user)
     if assignment is None:
@@ -72,9 +81,9 @@ def rate_next(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     return redirect("rate_item", slug=slug, pk=pk, item_id=assignment.item_id)
 
 
-def nothing_left(evaluation: Evaluation, user) -> str:
+def nothing_left(evaluation: Evaluation, user: User) -> str:
     """What the person is told when the queue has nothing more for them, with their true counts."""
-    (progress,) = services.annotator_progress(user=user, evaluation=evaluation)
+    (progress,) = annotator_progress(user=user, evaluation=evaluation)
     text = f"Nothing left for you to rate in “{evaluation.name}” now: you rated {progress.done}"
     if progress.skipped:
         text += f" and set aside {progress.skipped} (reopen them from History)"
@@ -83,7 +92,7 @@ def nothing_left(evaluation: Evaluation, user) -> str:
 
 @require_GET
 @login_required
-def rate_item(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -> HttpResponse:
+def rate_item(request: SignedInHtmxRequest, slug: str, pk: int, item_id: int) -> HttpResponse:
     evaluation = get_evaluation_for(request.user, slug, pk, role=ANNOTATOR)
     assignment = _assignment(evaluation, item_id, request.user)
     # ?stage=rest opens the other rubrics of an item whose comparison is already made (revising).
@@ -94,7 +103,10 @@ def rate_item(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -> Htt
 
 
 def _after_rating(
-    request: HtmxHttpRequest, evaluation: Evaluation, notice: str, versions=None
+    request: SignedInHtmxRequest,
+    evaluation: Evaluation,
+    notice: str,
+    versions: list[RubricVersion] | None = None,
 ) -> HttpResponse:
     """The next item: swapped in place for htmx, a redirect otherwise."""
     if not request.htmx:
@@ -113,7 +125,7 @@ def _after_rating(
     )
 
 
-def _refused(request: HtmxHttpRequest, context: dict, status: int) -> HttpResponse:
+def _refused(request: SignedInHtmxRequest, context: dict[str, Any], status: int) -> HttpResponse:
     """The page again with the problems; for htmx only the forms, put back in place of the old ones.
 
     The dialog, header and scroll position stay; rating.js swaps this 4xx answer in and focuses
@@ -125,7 +137,7 @@ def _refused(request: HtmxHttpRequest, context: dict, status: int) -> HttpRespon
     return reswap(retarget(response, f"#{FORMS_REGION}"), "outerHTML")
 
 
-def _unsaved_assignment(evaluation: Evaluation, item: Item, user) -> Assignment:
+def _unsaved_assignment(evaluation: Evaluation, item: Item, user: User) -> Assignment:
     """An assignment shown but never saved, to put a refused form back on the screen."""
     return Assignment(
         evaluation=evaluation,
@@ -136,7 +148,7 @@ def _unsaved_assignment(evaluation: Evaluation, item: Item, user) -> Assignment:
     )
 
 
-def _not_yours(request: HtmxHttpRequest, evaluation: Evaluation, item_id: int) -> HttpResponse:
+def _not_yours(request: SignedInHtmxRequest, evaluation: Evaluation, item_id: int) -> HttpResponse:
     """A submit for an item of the evaluation the person does not hold: refused, their answers shown back."""
     item = get_object_or_404(Item, pk=item_id, dataset_id=evaluation.dataset_id)
     unsaved = _unsaved_assignment(evaluation, item, request.user)
@@ -159,12 +171,12 @@ def _not_yours(request: HtmxHttpRequest, evaluation: Evaluation, item_id: int) -
 
 @require_POST
 @login_required
-def rate_submit(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -> HttpResponse:
+def rate_submit(request: SignedInHtmxRequest, slug: str, pk: int, item_id: int) -> HttpResponse:
     evaluation = get_evaluation_for(request.user, slug, pk, role=ANNOTATOR)
     assignment = _own_assignment(evaluation, item_id, request.user)
     if assignment is None:
         return _not_yours(request, evaluation, item_id)
-    versions = services.evaluation_versions(evaluation)
+    versions = evaluation.ordered_versions()
     typed = pages.typed_values(request.POST)
     comparing = request.POST.get("stage") == pages.COMPARE
     answers, errors = services.read_answers(
@@ -195,13 +207,18 @@ def rate_submit(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -> H
         )
         return render(request, RATE_TEMPLATE + ("#panel" if request.htmx else ""), context)
     was_done = assignment.status == Assignment.Status.DONE
+    seconds_spent = services.seconds_since(request.POST.get("shown_at"))
     try:
+        if request.htmx and not was_done:  # the usual submit: saved and the next item in one transaction
+            return _submit_and_next(request, evaluation, assignment, answers, seconds_spent, versions)
         result = services.submit_ratings(
             evaluation=evaluation,
             item_id=item_id,
             user=request.user,
             answers=answers,
-            seconds_spent=services.seconds_since(request.POST.get("shown_at")),
+            seconds_spent=seconds_spent,
+            rater_id=assignment.rater_id,
+            held=assignment,
         )
     except services.RatingRefused as refusal:
         errors = services.AnswerErrors(general=[refusal.message])
@@ -226,7 +243,44 @@ def rate_submit(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -> H
     return _after_rating(request, evaluation, f"Saved {assignment.item.external_id}.", versions=versions)
 
 
-def _stage_of(errors: services.AnswerErrors, versions) -> str:
+def _submit_and_next(
+    request: SignedInHtmxRequest,
+    evaluation: Evaluation,
+    held: "WithAnnotations[Assignment, _RaterOf]",
+    answers: dict[int, services.Answer],
+    seconds_spent: float | None,
+    versions: list[RubricVersion],
+) -> HttpResponse:
+    """Save the answers and answer with the next item's panel, as `_after_rating` does after a submit."""
+    notice, now = f"Saved {held.item.external_id}.", timezone.now()
+    _result, assignment, progress = services.submit_and_next(
+        evaluation=evaluation,
+        held=held,
+        user=request.user,
+        answers=answers,
+        seconds_spent=seconds_spent,
+        rater_id=held.rater_id,
+        now=now,
+    )
+    if assignment is None:
+        messages.success(request, f"{notice} {nothing_left(evaluation, request.user)}")
+        return HttpResponseClientRedirect(reverse("annotator_home"))
+    held.status, held.finished = Assignment.Status.DONE, now
+    context = pages.rating_context(
+        evaluation=evaluation,
+        assignment=assignment,
+        notice=notice,
+        versions=versions,
+        progress=progress,
+        last_submit=held,
+    )
+    response = render(request, RATE_TEMPLATE + "#panel", context)
+    return push_url(
+        response, reverse("rate_item", args=[evaluation.project.slug, evaluation.pk, assignment.item_id])
+    )
+
+
+def _stage_of(errors: services.AnswerErrors, versions: list[RubricVersion]) -> str:
     """The stage that shows the fields in error: the comparison when a pairwise field is wrong."""
     pairwise = {str(version.pk) for version in versions if version.kind == Rubric.Kind.PAIRWISE}
     return pages.COMPARE if any(key.partition("-")[2] in pairwise for key in errors.fields) else pages.REST
@@ -234,7 +288,7 @@ def _stage_of(errors: services.AnswerErrors, versions) -> str:
 
 @require_POST
 @login_required
-def rate_undo(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -> HttpResponse:
+def rate_undo(request: SignedInHtmxRequest, slug: str, pk: int, item_id: int) -> HttpResponse:
     """Take back the last submit: its answers come back in the form, unsaved, for the person to change."""
     evaluation = get_evaluation_for(request.user, slug, pk, role=ANNOTATOR)
     try:
@@ -253,7 +307,7 @@ def rate_undo(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -> Htt
 
 @require_POST
 @login_required
-def rate_set_aside(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -> HttpResponse:
+def rate_set_aside(request: SignedInHtmxRequest, slug: str, pk: int, item_id: int) -> HttpResponse:
     """Skip an item, or flag it as a problem, with a reason."""
     evaluation = get_evaluation_for(request.user, slug, pk, role=ANNOTATOR)
     assignment = _assignment(evaluation, item_id, request.user)
@@ -285,7 +339,7 @@ def rate_set_aside(request: HtmxHttpRequest, slug: str, pk: int, item_id: int) -
 
 @require_GET
 @login_required
-def rate_history(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+def rate_history(request: SignedInHtmxRequest, slug: str, pk: int) -> HttpResponse:
     evaluation = get_evaluation_for(request.user, slug, pk, role=ANNOTATOR)
     context = pages.history_context(evaluation=evaluation, user=request.user, page=request.GET.get("page"))
     return render(request, "rating/history.html", context)
@@ -294,20 +348,20 @@ def rate_history(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 # --- researchers: the Annotators section of the evaluation page ------------------------------
 
 
-def _section_response(request: HtmxHttpRequest, evaluation: Evaluation, **extra) -> HttpResponse:
+def _section_response(request: SignedInHtmxRequest, evaluation: Evaluation, **extra: Any) -> HttpResponse:
     if request.htmx:
         context = annotators.section_context(evaluation=evaluation, request=request, **extra)
         return render(request, "rating/_evaluation_annotators.html", context)
     return redirect(evaluation_page_url(evaluation) + "#evaluation_annotators")
 
 
-def _report(request: HttpRequest, outcome: annotators.Outcome) -> None:
+def _report(request: SignedInHtmxRequest, outcome: annotators.Outcome) -> None:
     (messages.success if outcome.ok else messages.error)(request, outcome.message)
 
 
 @require_POST
 @login_required
-def annotators_add(request: HtmxHttpRequest, slug: str, pk: int) -> HttpResponse:
+def annotators_add(request: SignedInHtmxRequest, slug: str, pk: int) -> HttpResponse:
     evaluation = get_evaluation_for(request.user, slug, pk)
     outcome = annotators.add_existing(evaluation=evaluation, usernames=request.POST.get("usernames", ""))
     if not request.htmx:
@@ -317,7 +371,7 @@ def annotators_add(request: HtmxHttpRequest, slug: str, pk: int) -> HttpResponse
 
 @require_POST
 @login_required
-def annotator_create(request: HtmxHttpRequest, slug: str, pk: int) -> HttpResponse:
+def annotator_create(request: SignedInHtmxRequest, slug: str, pk: int) -> HttpResponse:
     evaluation = get_evaluation_for(request.user, slug, pk)
     outcome = annotators.create_account(
         evaluation=evaluation,
@@ -332,7 +386,7 @@ def annotator_create(request: HtmxHttpRequest, slug: str, pk: int) -> HttpRespon
 
 @require_POST
 @login_required
-def annotator_remove(request: HtmxHttpRequest, slug: str, pk: int, user_id: int) -> HttpResponse:
+def annotator_remove(request: SignedInHtmxRequest, slug: str, pk: int, user_id: int) -> HttpResponse:
     evaluation = get_evaluation_for(request.user, slug, pk)
     outcome = annotators.remove(evaluation=evaluation, user_id=user_id)
     if not request.htmx:
@@ -342,7 +396,7 @@ def annotator_remove(request: HtmxHttpRequest, slug: str, pk: int, user_id: int)
 
 @require_POST
 @login_required
-def assignment_settings(request: HtmxHttpRequest, slug: str, pk: int) -> HttpResponse:
+def assignment_settings(request: SignedInHtmxRequest, slug: str, pk: int) -> HttpResponse:
     evaluation = get_evaluation_for(request.user, slug, pk)
     outcome = annotators.change_settings(evaluation=evaluation, data=request.POST)
     if not request.htmx:
@@ -360,7 +414,7 @@ set_password_done = auth_views.PasswordResetCompleteView.as_view(
 )
 
 
-def csrf_failure(request: HtmxHttpRequest, reason: str = "") -> HttpResponse:
+def csrf_failure(request: SignedInHtmxRequest, reason: str = "") -> HttpResponse:
     """CSRF refusals: a rating submit gets its form back with what was typed; anything else, Django's page.
 
     Set as CSRF_FAILURE_VIEW. The form it returns carries a fresh token, so submitting again works.

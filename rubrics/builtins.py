@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .parsing import ParsedRubric, parse_prompt_text
 
@@ -64,7 +65,7 @@ BUILTINS = [
 ]
 
 
-def ensure_builtin_rubrics(rubric_model=None, version_model=None) -> list:
+def ensure_builtin_rubrics(rubric_model: Any = None, version_model: Any = None) -> list:
     """Create the built-in rubrics that are missing; returns the versions it created.
 
     Data migrations pass their historical models; everyone else uses the defaults.

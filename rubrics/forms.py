@@ -1,8 +1,11 @@
 """Forms of the rubric pages: edit a version's text, import a rubric file or pasted text."""
 
 import re
+from typing import Any
 
 from django import forms
+
+from datasets.readers import FileRefused, decode_text
 
 from .models import RubricVersion
 from .source import DERIVED_FIELDS
@@ -53,7 +56,7 @@ class RubricVersionForm(forms.Form):
     output_format = forms.ChoiceField(choices=RubricVersion.OutputFormat.choices)
     explanation_required = forms.BooleanField(required=False)
 
-    def __init__(self, *args, read_from_text: bool = False, **kwargs):
+    def __init__(self, *args: Any, read_from_text: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.read_from_text = read_from_text
         if read_from_text:
@@ -131,7 +134,7 @@ class RubricImportForm(forms.Form):
         help_text="Fix text decoded with the wrong encoding (each fix is listed).",
     )
 
-    def clean(self):
+    def clean(self) -> dict[str, Any]:
         super().clean()
         cleaned = self.cleaned_data
         upload, text = cleaned.get("file"), cleaned.get("text") or ""
@@ -141,9 +144,9 @@ class RubricImportForm(forms.Form):
             if upload.size > MAX_RUBRIC_BYTES:
                 raise forms.ValidationError(f"{upload.name}: larger than {MAX_RUBRIC_BYTES // 1024} KB.")
             try:
-                cleaned["source"] = upload.read().decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise forms.ValidationError(f"{upload.name}: not UTF-8 text (byte {error.start}).") from None
+                cleaned["source"] = decode_text(upload.read())
+            except FileRefused as refused:
+                raise forms.ValidationError(f"{upload.name}: {refused}.") from None
             cleaned["filename"] = upload.name
         elif text.strip():
             if len(text.encode("utf-8")) > MAX_RUBRIC_BYTES:

@@ -6,7 +6,7 @@ versions, and the trigger of evaluations/migrations/0002 refuses updates of rate
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +37,9 @@ VERSION_FIELDS = (
 
 
 @dataclass
-class ImportResult:
+class RubricImportResult:
+    """The rubric and version an import made or found unchanged."""
+
     rubric: Rubric
     version: RubricVersion
     parsed: ParsedRubric
@@ -45,7 +47,7 @@ class ImportResult:
     created_version: bool
 
 
-def metadata_key_checker(project: Project | None):
+def metadata_key_checker(project: Project | None) -> Callable[[str], bool] | None:
     """A function telling whether a name is a metadata key of any item in `project`'s datasets."""
     if project is None:
         return None
@@ -197,7 +199,7 @@ def import_rubric(
     name: str | None = None,
     filename: str | None = None,
     repair_text: bool = False,
-) -> ImportResult:
+) -> RubricImportResult:
     """Import a seed-style prompt text or a JSON spec; a second import of a name makes a new version.
 
     Raises RubricParseError (every problem found) and changes nothing when the text is refused.
@@ -232,11 +234,11 @@ def import_rubric(
             rubric = Rubric.objects.create(project=project, name=parsed.name, kind=parsed.kind)
         latest = rubric.latest_version()
         if latest and _same_text(_fields_of(latest), fields):
-            return ImportResult(rubric, latest, parsed, created_rubric=False, created_version=False)
+            return RubricImportResult(rubric, latest, parsed, created_rubric=False, created_version=False)
         version = RubricVersion.objects.create(
             rubric=rubric, number=latest.number + 1 if latest else 1, **fields
         )
-    return ImportResult(rubric, version, parsed, created_rubric=created_rubric, created_version=True)
+    return RubricImportResult(rubric, version, parsed, created_rubric=created_rubric, created_version=True)
 
 
 def mojibake_warnings(version: RubricVersion) -> list[str]:

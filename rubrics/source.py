@@ -18,10 +18,13 @@ import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .parsing import RubricParseError, parse_prompt_text
 from .rendering import RUBRIC_VARIABLES, placeholders, rubric_variables, substitute
+
+if TYPE_CHECKING:
+    from .models import RubricVersion
 
 DERIVED_FIELDS = ("criterion", "description", "instructions", "steps", "scale")
 SETTINGS = (("target", "target"), ("output_format", "output format"), ("explanation_required", "explanation"))
@@ -46,7 +49,7 @@ def read_from_text(*, kind: str, template: str, name: str = "") -> dict[str, Any
     return {key: fields[key] for key in DERIVED_FIELDS}
 
 
-def is_read_from_text(version) -> bool:
+def is_read_from_text(version: RubricVersion) -> bool:
     """Whether `version`'s form fields are read from its text (the edit form then offers only the text)."""
     derived = read_from_text(
         kind=version.rubric.kind, template=version.prompt_template, name=version.rubric.name
@@ -102,7 +105,7 @@ class DiffLine:
     text: str
 
 
-def _comparable(version) -> list[str]:
+def _comparable(version: RubricVersion) -> list[str]:
     """A version as lines: its prompt with rubric placeholders filled, then its settings."""
     fields = {key: getattr(version, key) for key in (*DERIVED_FIELDS, "prompt_template")}
     text = substitute(version.prompt_template, rubric_variables(fields))
@@ -110,7 +113,7 @@ def _comparable(version) -> list[str]:
     return [*text.split("\n"), "", *settings]
 
 
-def version_diff(previous, version) -> list[DiffLine]:
+def version_diff(previous: RubricVersion, version: RubricVersion) -> list[DiffLine]:
     """What changed from `previous` to `version`, as unified-diff lines (empty when nothing did)."""
     lines = difflib.unified_diff(_comparable(previous), _comparable(version), lineterm="", n=2)
     diff = []

@@ -9,12 +9,12 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.db.models import Count, Exists, OuterRef, Q
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods
-from django_htmx.middleware import HtmxDetails
 
+from config.htmx import HtmxHttpRequest
 from evaluations.models import Rating
 from projects.access import RESEARCHER, get_project_for
 from projects.models import Project
@@ -24,12 +24,8 @@ from .models import Rubric, RubricVersion
 from .parsing import RubricParseError
 from .rendering import BUILTIN_VARIABLES, RenderError, render_prompt
 from .samples import SAMPLE_ITEM
-from .services import edit_rubric, import_rubric, mojibake_warnings
+from .services import RubricImportResult, edit_rubric, import_rubric, mojibake_warnings
 from .source import is_read_from_text, version_diff
-
-
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails
 
 
 def rubric_for(project: Project, pk: int) -> Rubric:
@@ -67,7 +63,7 @@ class Preview:
     sample: bool = False
 
 
-def pick_item(preview: Preview, datasets: list, params) -> None:
+def pick_item(preview: Preview, datasets: list, params: QueryDict) -> None:
     """The item of the chosen dataset (default: the first dataset) named in the request, else its first."""
     raw = params.get("dataset") or ""
     dataset = next((d for d in datasets if str(d.pk) == raw), datasets[0])
@@ -86,7 +82,7 @@ def pick_item(preview: Preview, datasets: list, params) -> None:
     preview.item_id = preview.item.external_id
 
 
-def build_preview(project: Project, version: RubricVersion, params) -> Preview:
+def build_preview(project: Project, version: RubricVersion, params: QueryDict) -> Preview:
     datasets = list(project.datasets.order_by("name").only("id", "name"))
     preview = Preview(
         datasets=datasets, dataset_id=None, item_id=(params.get("item") or "").strip(),
@@ -112,7 +108,7 @@ def previous_version(rubric: Rubric, version: RubricVersion) -> RubricVersion | 
     return rubric.copied_from
 
 
-def detail_context(project: Project, rubric: Rubric, version: RubricVersion, params) -> dict:
+def detail_context(project: Project, rubric: Rubric, version: RubricVersion, params: QueryDict) -> dict:
     # This project's ratings only: a built-in's use in other projects is not this project's business.
     # Whether a version is frozen (rated anywhere) is shown, since it decides what an edit does.
     versions = rubric.versions.annotate(
@@ -219,7 +215,7 @@ def rubric_import(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     return render(request, "rubrics/rubric_import.html", context, status=status)
 
 
-def report_import(request: HttpRequest, result) -> None:
+def report_import(request: HttpRequest, result: RubricImportResult) -> None:
     for repair in result.parsed.mojibake:
         if result.parsed.repaired:
             messages.warning(

@@ -78,6 +78,8 @@ def make_dataset(
         )
         for n in range(items)
     )
+    Dataset.objects.filter(pk=dataset.pk).update(item_count=items)  # as the importer keeps it
+    dataset.item_count = items
     return dataset
 
 

@@ -1,14 +1,18 @@
 """The Agreement section of the evaluation page, owned by the agreement app."""
 
+from typing import Any
+
 from django import template
+from django.template import Context
 
 from agreement.services import fresh_cached_report
+from evaluations.models import Evaluation
 
 register = template.Library()
 
 
 @register.inclusion_tag("agreement/_evaluation_agreement_summary.html", takes_context=True)
-def evaluation_agreement_summary(context, evaluation):
+def evaluation_agreement_summary(context: Context, evaluation: Evaluation) -> dict[str, Any]:
     """A link to the report and, when a current report is cached, its headline figures (never computes)."""
     report = fresh_cached_report(evaluation)
     headlines = []
@@ -33,7 +37,7 @@ def evaluation_agreement_summary(context, evaluation):
 
 
 @register.inclusion_tag("agreement/alt_test_settings.html#alt-test-settings", takes_context=True)
-def evaluation_alt_test_settings(context, evaluation):
+def evaluation_alt_test_settings(context: Context, evaluation: Evaluation) -> dict[str, Any]:
     """The alt-test's epsilon and metric, editable on the evaluation page."""
     from agreement.forms import AltTestSettingsForm
 

@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/peers/labelstudio.py --install    # once: into bench/out/labelstudio
     .venv/bin/python bench/peers/labelstudio.py [--items 10000] [--annotators 20] [--rounds 15]
+        [--workloads import,rating,export]   # BENCH_LS_DATABASE / BENCH_CONCORD_DATABASE name the databases
 
 Label Studio runs from its own virtual environment (bench/out/, gitignored) with `label-studio start` on
 127.0.0.1, on a throwaway PostgreSQL database of its own, with its outbound calls off: COLLECT_ANALYTICS=false
@@ -40,14 +41,15 @@ ROOT = BENCH.parent
 VENV = BENCH / "out" / "labelstudio"
 VERSION = "1.23.2"
 PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
-LS_DB = "concord_bench_labelstudio"
+LS_DB = os.environ.get("BENCH_LS_DATABASE", "concord_bench_labelstudio")
+CONCORD_DB = os.environ.get("BENCH_CONCORD_DATABASE", "concord_bench")  # for import_dataset.py
 TOKEN = "concordbenchtoken0123456789abcdef"
 LABEL_CONFIG = (
     '<View><Text name="dialog" value="$dialog"/><Rating name="rating" toName="dialog" maxRating="5"/></View>'
 )
 sys.path.insert(0, str(BENCH))
 from benchdb import run_threads  # noqa: E402
-from import_dataset import generate  # noqa: E402 - the same dialogs as Concord's own import benchmark
+from import_dataset import ServerCpu, generate  # noqa: E402 - the same dialogs as Concord's own import benchmark
 
 
 def install() -> None:
@@ -160,6 +162,26 @@ class LabelStudio:
         }
 
 
+def process_cpu(pid: int) -> float:
+    """CPU seconds used so far by a process and its descendants (threads included), from /proc."""
+    parents: dict[int, int] = {}
+    used: dict[int, float] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        child = int(stat.parent.name)
+        parents[child] = int(fields[1])
+        used[child] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    family, total = {pid}, 0.0
+    for child in sorted(parents):  # children have higher ids than their parents, nearly always
+        if child in family or parents[child] in family:
+            family.add(child)
+            total += used[child]
+    return total
+
+
 def as_tasks(dialogs: Path, output: Path) -> None:
     """The same dialogs as Label Studio tasks: the whole dialog as text, the id and topic kept."""
     with open(dialogs, encoding="utf-8") as source, open(output, "w", encoding="utf-8") as out:
@@ -182,6 +204,9 @@ def concord(script: str, *args: str, pattern: str) -> float:
     if found is None:
         raise SystemExit(f"{script} printed no figure:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     print(f"  (Concord, {script}): {found.group(0)}", flush=True)
+    for line in done.stdout.splitlines():
+        if "CPU:" in line:
+            print(f"  (Concord, {script}): {line.strip()}", flush=True)
     return float(found.group(1).replace(",", ""))
 
 
@@ -205,6 +230,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--overlap", type=int, default=3)
     parser.add_argument("--port", type=int, default=8791)
+    parser.add_argument(
+        "--workloads", default="import,rating,export", help="comma-separated: which of import, rating, export"
+    )
     args = parser.parse_args()
     if args.install:
         install()
@@ -220,31 +248,36 @@ def main() -> None:
         process = start(args.port, work)
         peer = LabelStudio(args.port)
         project = peer.project(args.overlap)
-        ls_import = peer.import_tasks(project, tasks)
-        ours = concord(
-            "import_dataset.py", f"--items={args.items}", pattern=r"import_dataset CLI :\s+([\d.]+) s wall"
+        workloads = set(args.workloads.split(","))
+        # Label Studio's import always runs: its rating and export workloads need the tasks.
+        with ServerCpu(PG, LS_DB) as ls_database:
+            before = process_cpu(process.pid)
+            ls_import = peer.import_tasks(project, tasks)
+            ls_cpu = process_cpu(process.pid) - before
+        print(
+            f"  (Label Studio): import {ls_import:.2f} s wall; CPU: server {ls_cpu:.2f} s, "
+            f"PostgreSQL {ls_database.seconds:.2f} s; load average {os.getloadavg()[0]:.1f}",
+            flush=True,
         )
-        pair(f"import {args.items:,} dialogs", ls_import, ours, "s")
-        ls_rating = peer.annotate(project, annotators=args.annotators, rounds=args.rounds)
-        print(f"  (Label Studio): {ls_rating}", flush=True)
-        ours = concord(
-            "rating_http.py",
-            f"--items={args.items}",
-            f"--annotators={args.annotators}",
-            f"--rounds={args.rounds}",
-            f"--overlap={args.overlap}",
-            pattern=r"= ([\d.]+)/s",
-        )
-        pair(f"annotation round trips, {args.annotators} at once", ls_rating["per_second"], ours, "/s",
-             higher_is_better=True)  # fmt: skip
-        ls_export = peer.export_csv(project, work / "export.csv")
-        ours = concord(
-            "export_ratings.py",
-            f"--items={max(1, args.items // 10)}",
-            "--skip-orm",
-            pattern=r"export_ratings --layout long: ([\d.]+) s",
-        )
-        pair(f"CSV export ({args.items:,} tasks / ratings)", ls_export, ours, "s")
+        if "import" in workloads:
+            ours = concord(
+                "import_dataset.py",
+                f"--items={args.items}",
+                f"--database={CONCORD_DB}",
+                pattern=r"import_dataset CLI :\s+([\d.]+) s wall",
+            )
+            pair(f"import {args.items:,} dialogs", ls_import, ours, "s")
+        if "rating" in workloads:
+            rating(peer, project, args)
+        if "export" in workloads:
+            ls_export = peer.export_csv(project, work / "export.csv")
+            ours = concord(
+                "export_ratings.py",
+                f"--items={max(1, args.items // 10)}",
+                "--skip-orm",
+                pattern=r"export_ratings --layout long: ([\d.]+) s",
+            )
+            pair(f"CSV export ({args.items:,} tasks / ratings)", ls_export, ours, "s")
     finally:
         if process is not None:
             process.terminate()
@@ -252,6 +285,22 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
         with psycopg.connect(f"{PG}/postgres", autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{LS_DB}" WITH (FORCE)')
+
+
+def rating(peer: LabelStudio, project: int, args: argparse.Namespace) -> None:
+    """Annotation round trips at the same concurrency (Label Studio needs the tasks imported first)."""
+    ls_rating = peer.annotate(project, annotators=args.annotators, rounds=args.rounds)
+    print(f"  (Label Studio): {ls_rating}", flush=True)
+    ours = concord(
+        "rating_http.py",
+        f"--items={args.items}",
+        f"--annotators={args.annotators}",
+        f"--rounds={args.rounds}",
+        f"--overlap={args.overlap}",
+        pattern=r"= ([\d.]+)/s",
+    )
+    pair(f"annotation round trips, {args.annotators} at once", ls_rating["per_second"], ours, "/s",
+         higher_is_better=True)  # fmt: skip
 
 
 if __name__ == "__main__":

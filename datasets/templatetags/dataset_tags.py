@@ -1,9 +1,14 @@
 """Small filters for showing dialogs: which side of the chat a turn sits on, and its text."""
 
+from typing import Any
+
 from django import template
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
+
+from datasets.models import Item
+from datasets.records import ItemRecord
 
 register = template.Library()
 
@@ -11,7 +16,7 @@ SYSTEM_SPEAKERS = {"SYSTEM"}
 
 
 @register.filter
-def turn_side(turn: dict, item) -> str:
+def turn_side(turn: dict[str, Any], item: Item | ItemRecord) -> str:
     """CSS class for a turn: turns by the rated response's speaker sit on the bot side."""
     speaker = str(turn.get("speaker", ""))
     if speaker.upper() in SYSTEM_SPEAKERS:

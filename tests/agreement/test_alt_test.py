@@ -96,7 +96,7 @@ def test_report_names_left_out_people_and_warns_about_power(project):
     table = {"anna": [1, 2, 3, 4, 5, 2], "bob": [1, 2, 4, 4, 5, 3], "judge": ["1", "3", "3", "4", "5", "2"]}
     evaluation, _ = make_rated_evaluation(project, kind="likert", table=table, models=["judge"])
 
-    (judge,) = build_report(evaluation=evaluation, resamples=0)["rubrics"][0]["raters"]
+    (judge,) = build_report(evaluation=evaluation, resamples=0).as_json()["rubrics"][0]["raters"]
 
     alt = judge["alt_test"]
     assert alt["winning_rate"] is None and alt["passed"] is None and alt["people"] == []
@@ -120,15 +120,15 @@ def test_report_uses_the_evaluations_epsilon_and_metric_and_the_override(project
     )
     evaluation.save()
 
-    alt = build_report(evaluation=evaluation, resamples=0)["rubrics"][0]["raters"][0]["alt_test"]
+    alt = build_report(evaluation=evaluation, resamples=0).as_json()["rubrics"][0]["raters"][0]["alt_test"]
     assert (alt["epsilon"], alt["metric"], alt["expertise"]) == (0.1, "accuracy", "crowd")
     assert [p["rater"] for p in alt["people"]] == ["ann", "bob", "cy"] and alt["warning"] is not None
     assert "crowd workers" in alt["text"] and "winning rate of" in alt["text"]
 
     override = AltTestSettings.of(evaluation, epsilon=0.3, metric="neg_rmse")
-    alt = build_report(evaluation=evaluation, resamples=0, alt_test=override)["rubrics"][0]["raters"][0][
-        "alt_test"
-    ]
+    alt = build_report(evaluation=evaluation, resamples=0, alt_test=override).as_json()["rubrics"][0][
+        "raters"
+    ][0]["alt_test"]
     assert (alt["epsilon"], alt["metric"], alt["expertise"]) == (0.3, "neg_rmse", "custom")
 
 

@@ -47,7 +47,7 @@ def test_likert_mean_equals_ppi_python_on_the_same_labels(project):
     table = _table(rng, 200, 60, ["1", "2", "3", "4", "5"])
     evaluation, _ = make_rated_evaluation(project, kind="likert", table=table, models=["judge"])
 
-    (judge,) = build_report(evaluation=evaluation, resamples=0)["rubrics"][0]["raters"]
+    (judge,) = build_report(evaluation=evaluation, resamples=0).as_json()["rubrics"][0]["raters"]
 
     people = _rows(table, ["ann", "bob", "cy"], 200)
     model = _rows(table, ["judge"], 200)[:, 0]
@@ -66,7 +66,7 @@ def test_category_shares_equal_ppi_python_with_ties_split_evenly(project):
     table = _table(rng, 150, 50, labels)
     evaluation, _ = make_rated_evaluation(project, kind="pairwise", table=table, models=["judge"])
 
-    (judge,) = build_report(evaluation=evaluation, resamples=0)["rubrics"][0]["raters"]
+    (judge,) = build_report(evaluation=evaluation, resamples=0).as_json()["rubrics"][0]["raters"]
 
     code = {label: n for n, label in enumerate(labels)}
     people = np.array([[code.get(table[h][i], -1) for h in ("ann", "bob", "cy")] for i in range(150)])
@@ -87,7 +87,7 @@ def test_majority_share_splits_a_tie_and_ignores_missing_people():
 def test_no_estimate_when_every_judged_item_has_a_human_label(project):
     table = {"ann": ["1", "2", "3"], "bob": ["1", "3", "3"], "judge": ["1", "2", "4"]}
     evaluation, _ = make_rated_evaluation(project, kind="likert", table=table, models=["judge"])
-    ppi = build_report(evaluation=evaluation, resamples=0)["rubrics"][0]["raters"][0]["ppi"]
+    ppi = build_report(evaluation=evaluation, resamples=0).as_json()["rubrics"][0]["raters"][0]["ppi"]
     assert ppi["estimates"] == [] and ppi["unlabeled"] == 0 and "judge alone (3 and 0)" in ppi["why"]
 
 

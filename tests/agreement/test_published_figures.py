@@ -35,7 +35,7 @@ def test_pandalm_annotator_kappas_match_the_published_085_088_086(project, tmp_p
     evaluation = _evaluation(project, "PandaLM", sd.pandalm_items(), [sd.pandalm_rubric_spec()])
     import_ratings(evaluation=evaluation, path=shared.ratings_path)
 
-    block = build_report(evaluation=evaluation, resamples=50)["rubrics"][0]
+    block = build_report(evaluation=evaluation, resamples=50).as_json()["rubrics"][0]
 
     kappas = {(p["a"], p["b"]): round(p["cohen_kappa"], 2) for p in block["human_human"]["pairs"]}
     assert kappas == {
@@ -67,7 +67,7 @@ def test_usr_mean_pairwise_spearman_matches_the_published_figures(project, tmp_p
     path = sd.write_ratings_csv(tmp_path / "usr.csv", _positional_usr_ratings())
     import_ratings(evaluation=evaluation, path=path)
 
-    report = build_report(evaluation=evaluation, resamples=0)
+    report = build_report(evaluation=evaluation, resamples=0).as_json()
 
     figures = {block["rubric"]: round(block["human_human"]["spearman"], 4) for block in report["rubrics"]}
     assert figures == USR_PUBLISHED

@@ -13,7 +13,9 @@ pytestmark = pytest.mark.django_db
 
 
 def _block(evaluation, **kwargs):
-    return build_report(evaluation=evaluation, resamples=kwargs.pop("resamples", 100), **kwargs)["rubrics"][0]
+    return build_report(evaluation=evaluation, resamples=kwargs.pop("resamples", 100), **kwargs).as_json()[
+        "rubrics"
+    ][0]
 
 
 def _rater(block, name):
@@ -163,7 +165,7 @@ def test_where_restricts_to_items_whose_metadata_matches(project):
     assert _block(evaluation, where={"bot": "y"})["human_human"]["percent_agreement"] == 0.0
     assert _block(evaluation, where={"turn": "3"})["items"] == 1
 
-    by = build_reports_by(evaluation=evaluation, by="bot", resamples=0)
+    by = build_reports_by(evaluation=evaluation, by="bot", resamples=0).as_json()
     assert [(s["value"], s["rubrics"][0]["items"]) for s in by["slices"]] == [("x", 2), ("y", 2)]
 
 

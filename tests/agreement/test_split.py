@@ -35,7 +35,7 @@ def test_report_gives_each_models_agreement_on_tune_and_held_out_items(project, 
         project, kind="categorical", table=table, models=["judge"], scale=scale
     )
 
-    (rater,) = build_report(evaluation=evaluation, resamples=0)["rubrics"][0]["raters"]
+    (rater,) = build_report(evaluation=evaluation, resamples=0).as_json()["rubrics"][0]["raters"]
 
     item_ids = np.array(list(evaluation.dataset.items.order_by("position").values_list("pk", flat=True)))
     held = held_out(evaluation.pk, item_ids)
@@ -61,7 +61,7 @@ def test_growth_shows_agreement_on_more_and_more_human_rated_items(project, rese
         project, kind="categorical", table=table, models=["judge"], scale=scale
     )
 
-    (rater,) = build_report(evaluation=evaluation, resamples=0)["rubrics"][0]["raters"]
+    (rater,) = build_report(evaluation=evaluation, resamples=0).as_json()["rubrics"][0]["raters"]
 
     points = rater["growth"]["points"]
     assert [p["labeled_items"] for p in points] == [3, 6, 9, 12, 15, 18, 21, 24, 27, 30]

@@ -200,3 +200,17 @@ def test_pattern_bootstrap_has_the_spread_of_resampling_items():
 def test_bootstrap_of_no_items_has_no_interval():
     point, ci = st.bootstrap(np.empty((0, 1), dtype=int), _mean_stat)
     assert ci is None and np.isnan(point[0])
+
+
+def test_poisson_bootstrap_of_distinct_items_has_the_spread_of_resampling_items():
+    # Every item its own row: the Poisson bootstrap path, not the multinomial over patterns.
+    rows = np.random.default_rng(5).permutation(3000)[:, None] % 997
+    _, counts = st.unique_rows(rows)
+    assert counts.shape[0] * 4 >= rows.shape[0]
+    _, ci = st.bootstrap(rows, _mean_stat, resamples=2000, seed=1)
+    assert ci is not None
+    rng = np.random.default_rng(2)
+    naive = np.array([rows[rng.integers(0, 3000, 3000), 0].mean() for _ in range(2000)])
+    expected = np.percentile(naive, [2.5, 97.5])
+    width = expected[1] - expected[0]
+    assert ci[0] == pytest.approx(expected, abs=0.1 * width)

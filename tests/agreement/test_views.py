@@ -173,7 +173,7 @@ def simulated_run_evaluation(project):
         evaluation=evaluation,
         rubric_version=version,
         rater=Rater.objects.get(project=project, name="judge"),
-        parameters=judge.parameters(),
+        parameters=judge.parameters().to_json(),
     )
     return evaluation
 

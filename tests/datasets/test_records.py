@@ -102,3 +102,44 @@ def test_over_long_fields_are_refused():
     _, errors = check_item_object({"id": "x" * 201, "turns": [{"speaker": "U", "text": "y" * 100_001}]})
     assert [e.field for e in errors] == ["id", "turns[0].text"]
     assert "at most 200" in errors[0].message
+
+
+PLAIN = {"id": "d-1", "turns": [{"speaker": "USER", "text": "Hi"}, {"speaker": "BOT", "text": ""}]}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {},
+        {"metadata": None},
+        {"metadata": {"topic": "x"}},
+        {"extra": 1},  # an unknown key: the full check (kept as metadata)
+        {"id": 5},  # a number id: the full check
+    ],
+)
+def test_a_plain_item_gives_the_record_the_full_check_gives(change):
+    # The full check is what parse_item_object does for an item that is not plain: an unknown key
+    # ("x_" below) sends it there, and it goes into the metadata, which is then the only difference.
+    obj = {**PLAIN, **change}
+    record, errors = check_item_object(obj, line=3)
+    full, full_errors = check_item_object({**obj, "x_": 0}, line=3)
+    assert errors == full_errors == []
+    assert record is not None and full is not None
+    full.metadata.pop("x_")
+    assert record == full
+
+
+@pytest.mark.parametrize(
+    ("turn", "field"),
+    [
+        ({"speaker": " ", "text": "a"}, "turns[1].speaker"),
+        ({"speaker": "BOT", "text": "a\x00b"}, "turns[1].text"),
+        ({"speaker": "BOT", "text": None}, "turns[1].text"),
+        ({"speaker": "B" * 101, "text": "a"}, "turns[1].speaker"),
+        ({"speaker": "BOT", "text": 3}, "turns[1].text"),
+    ],
+)
+def test_a_turn_with_a_problem_is_reported_whatever_the_shape_of_the_item(turn, field):
+    record, errors = check_item_object({"id": "d-1", "turns": [PLAIN["turns"][0], turn]}, line=9)
+    assert record is None
+    assert [(error.line, error.field) for error in errors] == [(9, field)]

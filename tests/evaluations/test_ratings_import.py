@@ -100,8 +100,16 @@ def test_a_missing_column_is_named_before_any_row_is_read(evaluation, tmp_path):
     [
         ("", "utf-8", "the file is empty"),
         (HEADER, "utf-8", "the file has a header but no ratings"),
-        (HEADER + "d-0,Quality,ann,human,4,\n", "utf-16", "line 1: the file is UTF-16; save it as UTF-8"),
-        (HEADER + "d-0,Quality,Jürgen,human,4,\n", "latin-1", "line 2: byte 14 is not UTF-8"),
+        (
+            HEADER + "d-0,Quality,ann,human,4,\n",
+            "utf-16",
+            r"the file is encoded as UTF-16 \(little-endian, with BOM\), not UTF-8. Save it as UTF-8.$",
+        ),
+        (
+            HEADER + "d-0,Quality,Jürgen,human,4,\n",
+            "latin-1",
+            r"line 2: the file is not UTF-8: it looks like Latin-1 \(ISO-8859-1\) \(byte 0xFC on line 2\)",
+        ),
         (HEADER + "d-0,Quality,ann,human\n", "utf-8", "line 2: 4 cells where the header has 6 columns"),
     ],
 )
@@ -109,6 +117,22 @@ def test_unreadable_files_are_refused_with_a_clear_message(evaluation, tmp_path,
     with pytest.raises(RatingsImportError, match=message):
         import_ratings(evaluation=evaluation, path=write(tmp_path, content, encoding=encoding))
     assert not Rating.objects.exists()
+
+
+def test_text_that_stops_being_utf8_after_the_first_64_kib_is_refused_naming_its_line(evaluation, tmp_path):
+    rows = "".join(f"d-0,Quality,rater {n},human,4,{'x' * 100}\n" for n in range(1000))
+    path = tmp_path / "ratings.csv"
+    path.write_bytes((HEADER + rows).encode() + "d-1,Quality,Jürgen,human,4,\n".encode("latin-1"))
+    with pytest.raises(RatingsImportError, match=r"line 1002: the text stops being valid UTF-8 on line 1002"):
+        import_ratings(evaluation=evaluation, path=path)
+    assert not Rating.objects.exists()
+
+
+def test_a_binary_file_is_refused_as_such(evaluation, tmp_path):
+    path = tmp_path / "ratings.csv"
+    path.write_bytes(b"PK\x03\x04" + bytes(range(256)) * 4)
+    with pytest.raises(RatingsImportError, match=r"this is a binary file \(a ZIP archive"):
+        import_ratings(evaluation=evaluation, path=path)
 
 
 def test_bom_and_crlf_are_accepted(evaluation, tmp_path):

@@ -205,7 +205,7 @@ def test_import_form_lists_every_problem_and_imports_nothing(researcher_client, 
     page = response.content.decode()
     assert response.status_code == 200  # htmx swaps 2xx only
     assert page.lstrip().startswith('<section class="card" id="ratings-import">')
-    assert "2 problems; nothing was imported." in page
+    assert "ratings.csv: 2 problems; nothing was imported." in page
     assert "line 2, column value: &#x27;9&#x27; is outside the scale" in page
     assert "line 3, column item_id: no item &#x27;zz&#x27; in dataset &#x27;Chats&#x27;" in page
     assert not Rating.objects.exists()

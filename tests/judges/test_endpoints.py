@@ -3,6 +3,7 @@
 import pytest
 
 from judges.endpoints import FAMILIES, build_request, family_for
+from judges.parameters import RunParameters
 from tests import factories
 
 
@@ -40,18 +41,9 @@ def likert(db):
     return factories.make_rubric(project=project, name="Quality")
 
 
-def params(**changes):
-    base = {
-        "model": "m",
-        "temperature": 0.0,
-        "max_tokens": 300,
-        "structured_output": True,
-        "logprobs": False,
-        "reasoning_effort": "",
-        "capabilities": {},
-        "adaptations": {},
-    }
-    return {**base, **changes}
+def params(**changes) -> RunParameters:
+    base = {"base_url": "http://gpu-host:8000/v1", "credential": "none", "model": "m", "temperature": 0.0}
+    return RunParameters(**{**base, "max_tokens": 300, **changes})
 
 
 def test_openai_reasoning_models_get_max_completion_tokens_reasoning_effort_and_no_temperature(likert):
@@ -88,8 +80,10 @@ def test_anthropic_caps_temperature_at_one_and_asks_for_json_in_the_prompt(db):
 def test_what_a_connection_test_found_and_what_a_run_adapted_override_the_documented_defaults(likert):
     probed = params(endpoint="openai-compatible", capabilities={"token_limit": "max_completion_tokens"})
     assert "max_completion_tokens" in build_request(params=probed, version=likert, prompt="p", sample=0)
-    adapted = {**probed, "adaptations": {"temperature": False}}
-    assert "temperature" not in build_request(params=adapted, version=likert, prompt="p", sample=0)
+    adapted = build_request(
+        params=probed, version=likert, prompt="p", sample=0, adaptations={"temperature": False}
+    )
+    assert "temperature" not in adapted and "max_completion_tokens" in adapted
 
 
 def test_logprob_scoring_is_always_asked_for_never_dropped_quietly(likert):

@@ -41,9 +41,9 @@ def test_an_edited_judge_applies_to_later_runs_and_launched_runs_keep_their_froz
     judge.refresh_from_db()
     assert judge.max_tokens == 500 and judge.model == "fake-gpt"
     first.refresh_from_db()
-    assert first.parameters["max_tokens"] == 256 and first.parameters["model"] == "fake-judge"
+    assert first.frozen_parameters.max_tokens == 256 and first.frozen_parameters.model == "fake-judge"
     second = services.launch_run(judge=judge, evaluation=evaluation, rubric_version=version)
-    assert second.parameters["max_tokens"] == 500
+    assert second.frozen_parameters.max_tokens == 500
 
 
 def test_changing_the_model_forgets_what_the_connection_test_found(researcher_client, project, judge):

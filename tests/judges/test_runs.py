@@ -4,8 +4,9 @@ import pytest
 
 from evaluations.models import Rating
 from judges import services
-from judges.calls import LaneContext, finish_call
+from judges.calls import LaneContext
 from judges.claims import claim_next_call
+from judges.finishing import finish_call
 from judges.models import CachedReply, JudgeCall, JudgeRun
 from tests import factories
 from tests.judges.conftest import make_judge, run_to_end

@@ -58,7 +58,7 @@ def test_time_spent_is_kept_only_when_plausible():
 
 
 def test_share_splits_the_ratings_needed_evenly_and_never_exceeds_the_items():
-    from rating.services import share_of
+    from rating.progress import share_of
 
     assert share_of(total=100, overlap=3, annotators=7) == 43
     assert share_of(total=100, overlap=3, annotators=2) == 100

@@ -9,9 +9,11 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
+from datasets.models import Item
 from evaluations.models import Rating
 from rating import services
 from rating.models import Assignment, Slot, pairwise_left_side, shuffled_rank
+from rating.progress import annotator_progress, progress_and_upkeep
 from tests import factories
 from tests.rating.conftest import add_annotators
 
@@ -32,7 +34,7 @@ def rate(evaluation, assignment, value="3"):
             value=version.scale_values[0] if version.kind == "pairwise" else value,
             explanation="because",
         )
-        for version in services.evaluation_versions(evaluation)
+        for version in evaluation.ordered_versions()
     }
     return services.submit_ratings(
         evaluation=evaluation, item_id=assignment.item_id, user=assignment.user, answers=answers
@@ -189,7 +191,7 @@ def test_pairwise_side_is_deterministic_and_roughly_balanced():
 def test_progress_counts_done_share_and_total(evaluation, annotator):
     add_annotators(evaluation, 1)
     rate(evaluation, services.next_assignment(evaluation=evaluation, user=annotator))
-    (progress,) = services.annotator_progress(user=annotator)
+    (progress,) = annotator_progress(user=annotator)
     assert (progress.done, progress.share, progress.total) == (1, 4, 4)  # 4 items x 2 / 2 people
 
 
@@ -270,3 +272,43 @@ def test_items_appended_to_the_dataset_after_rating_started_join_the_queue(proje
         first.item_id,
         dataset.items.get(external_id="late").pk,
     }
+
+
+def test_the_side_stored_with_a_reservation_is_pairwise_left_side(project, likert):
+    """On PostgreSQL the reservation is made in SQL (rating/db.py), which hashes the side itself."""
+    dataset = factories.make_dataset(project, items=40)
+    evaluation = factories.make_evaluation(project, dataset, [likert], overlap=1)
+    (person,) = add_annotators(evaluation, 1)
+    while (assignment := services.next_assignment(evaluation=evaluation, user=person)) is not None:
+        assert assignment.left_side == pairwise_left_side(user_id=person.pk, item_id=assignment.item_id)
+        assert Assignment.objects.get(pk=assignment.pk).left_side == assignment.left_side
+        rate(evaluation, assignment)
+    sides = set(Assignment.objects.filter(user=person).values_list("left_side", flat=True))
+    assert Assignment.objects.filter(user=person).count() == 40 and sides == {"baseline", "response"}
+
+
+def test_the_hot_paths_progress_agrees_with_the_home_pages(evaluation, annotator):
+    others = add_annotators(evaluation, 2)
+    rate(evaluation, services.next_assignment(evaluation=evaluation, user=annotator))
+    held = services.next_assignment(evaluation=evaluation, user=annotator)
+    assert held is not None
+    services.set_aside(
+        evaluation=evaluation, item_id=held.item_id, user=annotator, reason="unclear", flag=False
+    )
+    services.next_assignment(evaluation=evaluation, user=others[0], now=timezone.now() - timedelta(hours=3))
+    (home,) = annotator_progress(user=annotator, evaluation=evaluation)
+    hot = progress_and_upkeep(evaluation=evaluation, user=annotator, now=timezone.now())
+    assert (hot.done, hot.skipped, hot.share, hot.total) == (home.done, home.skipped, home.share, home.total)
+    assert (hot.done, hot.skipped, hot.total) == (1, 1, 4)
+    assert hot.queue_complete and hot.expired_waiting  # the other person's reservation ran out
+    Item.objects.create(
+        dataset=evaluation.dataset,
+        external_id="late",
+        position=99,
+        context=[],
+        response={"speaker": "BOT", "text": "x"},
+    )
+    appended = progress_and_upkeep(evaluation=evaluation, user=annotator, now=timezone.now())
+    assert not appended.queue_complete
+    services.ensure_slots(evaluation=evaluation)
+    assert progress_and_upkeep(evaluation=evaluation, user=annotator, now=timezone.now()).queue_complete

@@ -1,8 +1,9 @@
 """manage.py agreement --evaluation NAME [--project SLUG] [--rubric NAME] [--where k=v] [--by key] --json"""
 
 import json
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agreement.alt_test import METRICS
 from agreement.report import DEFAULT_RESAMPLES, DEFAULT_SEED, build_report, build_reports_by
@@ -23,7 +24,7 @@ def parse_where(pairs: list[str]) -> dict[str, str]:
 class Command(BaseCommand):
     help = "Print the agreement report of an evaluation (human-human and model-vs-people, with CIs)."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--evaluation", required=True, help="Evaluation name.")
         parser.add_argument("--project", help="Project slug (needed when two projects have the name).")
         parser.add_argument("--rubric", help="Only this rubric (name, or name@version).")
@@ -47,7 +48,7 @@ class Command(BaseCommand):
             "--json", action="store_true", help="Print JSON (documented in docs/agreement.md)."
         )
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         evaluation = self.find_evaluation(options["evaluation"], options["project"])
         where = parse_where(options["where"])
         if options["resamples"] < 0:
@@ -65,7 +66,7 @@ class Command(BaseCommand):
         }
         try:
             by = options["by"]
-            report = build_reports_by(by=by, **common) if by else build_report(**common)
+            report = (build_reports_by(by=by, **common) if by else build_report(**common)).as_json()
         except ValueError as error:
             raise CommandError(str(error)) from None
         if options["json"]:
@@ -111,5 +112,5 @@ class Command(BaseCommand):
                 self.stdout.write(f"    {rater['alt_test']['text']}")
 
 
-def fmt(value) -> str:
+def fmt(value: float | None) -> str:
     return "undefined" if value is None else f"{value:.3f}"

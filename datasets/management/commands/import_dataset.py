@@ -1,5 +1,8 @@
 """python manage.py import_dataset PATH --project SLUG --name NAME [options]"""
 
+from argparse import ArgumentParser
+from typing import Any
+
 from django.core.management.base import BaseCommand, CommandError
 
 from datasets.readers import FORMATS
@@ -12,7 +15,7 @@ SHOWN = 50
 class Command(BaseCommand):
     help = "Validate a JSONL / JSON / CSV file of dialogs and import it as a dataset, all or nothing."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("path")
         parser.add_argument("--project", required=True, help="project slug")
         parser.add_argument("--name", required=True, help="dataset name")
@@ -30,7 +33,7 @@ class Command(BaseCommand):
         )
         parser.add_argument("--response-speaker", default="", help="CSV wide: speaker of response/baseline")
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         project = Project.objects.filter(slug=options["project"]).first()
         if project is None:
             raise CommandError(f"there is no project with slug {options['project']!r}")

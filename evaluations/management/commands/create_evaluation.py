@@ -1,7 +1,9 @@
 """python manage.py create_evaluation --project SLUG --dataset NAME --rubric NAME[@VERSION] ... --name NAME"""
 
+from typing import Any
+
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from datasets.models import Dataset
 from evaluations.models import Evaluation
@@ -14,7 +16,7 @@ class Command(BaseCommand):
         "Create an evaluation of a dataset under one or more rubric versions, after checking the items fit."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--project", required=True, help="Project slug.")
         parser.add_argument("--dataset", required=True, help="Dataset name in the project.")
         parser.add_argument(
@@ -35,7 +37,7 @@ class Command(BaseCommand):
             help="Leave out items that lack what a rubric needs (e.g. a baseline) instead of refusing.",
         )
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         project = Project.objects.filter(slug=options["project"]).first()
         if project is None:
             raise CommandError(f"No project with slug '{options['project']}'.")

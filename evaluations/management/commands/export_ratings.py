@@ -1,8 +1,9 @@
 """manage.py export_ratings --evaluation NAME --layout long|wide|jsonl [--item-text] [--excel] -o FILE"""
 
 import sys
+from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 
 from evaluations.exports import LAYOUTS, stream
 from evaluations.management.lookup import find_evaluation
@@ -13,7 +14,7 @@ class Command(BaseCommand):
         "Export an evaluation's ratings: long CSV (one row per rating), wide CSV (one row per item) or JSONL."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--evaluation", required=True, help="Evaluation name.")
         parser.add_argument(
             "--project", help="Project slug, when several projects use the evaluation's name."
@@ -27,7 +28,7 @@ class Command(BaseCommand):
             "-o", "--output", default="-", help="File to write; - (default) for standard output."
         )
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         evaluation = find_evaluation(options["evaluation"], options["project"])
         chunks = stream(
             evaluation, options["layout"], item_texts=options["item_text"], excel=options["excel"]

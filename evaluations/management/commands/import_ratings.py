@@ -1,6 +1,8 @@
 """python manage.py import_ratings PATH --evaluation NAME [--project SLUG]"""
 
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from evaluations.management.lookup import find_evaluation
 from evaluations.ratings_import import RatingsImportError, import_ratings
@@ -12,7 +14,7 @@ class Command(BaseCommand):
         "evaluation. Every problem is reported with its line, and then nothing is imported."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("path", help="CSV, TSV or JSONL file.")
         parser.add_argument("--evaluation", required=True, help="Evaluation name.")
         parser.add_argument(
@@ -22,7 +24,7 @@ class Command(BaseCommand):
             "--format", choices=["csv", "tsv", "jsonl"], help="Default: from the file's suffix."
         )
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         evaluation = find_evaluation(options["evaluation"], options["project"])
         try:
             result = import_ratings(

@@ -4,7 +4,9 @@
 a judge for scripts, checked by the same form as the judge page (declared server credentials only, safe
 endpoints, no negative prices)."""
 
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from judges import credentials
 from judges.endpoints import AUTOMATIC, FAMILY_CHOICES, REASONING_EFFORTS
@@ -34,7 +36,7 @@ OPTIONS = {
 class Command(BaseCommand):
     help = "Create a judge in a project. Without --key-env it sends no key; without --temperature none."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--project", required=True, help="Project slug.")
         parser.add_argument("--name", required=True)
         parser.add_argument("--base-url", required=True, help="OpenAI-compatible base URL, e.g. .../v1")
@@ -65,7 +67,7 @@ class Command(BaseCommand):
         parser.add_argument("--price-in", default="0", help="Price per million input tokens (USD).")
         parser.add_argument("--price-out", default="0", help="Price per million output tokens (USD).")
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         project = Project.objects.filter(slug=options["project"]).first()
         if project is None:
             raise CommandError(f"No project with slug '{options['project']}'.")

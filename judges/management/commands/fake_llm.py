@@ -1,8 +1,9 @@
 """`python manage.py fake_llm --port N`: serve Concord's simulated OpenAI-compatible model on 127.0.0.1."""
 
 import contextlib
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from judges.fake_llm import FAULTS, FakeConfig, FakeLLM
 from judges.fake_profiles import PROFILE_NAMES
@@ -11,7 +12,7 @@ from judges.fake_profiles import PROFILE_NAMES
 class Command(BaseCommand):
     help = "Serve a simulated OpenAI-compatible model (models named fake-*) for tests, benchmarks and demos."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--port", type=int, required=True)
         parser.add_argument("--host", default="127.0.0.1", help="Address to listen on (default 127.0.0.1).")
         parser.add_argument("--latency-ms", type=float, default=200.0)
@@ -48,7 +49,7 @@ class Command(BaseCommand):
         )
         parser.add_argument("--stop-after", type=float, default=None, help="Stop by itself after N seconds.")
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         fail_rate = options["fail_rate"]
         if fail_rate is None:
             fail_rate = 0.1 if options["fault"] else 0.0

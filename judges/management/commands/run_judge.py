@@ -1,22 +1,24 @@
 """`manage.py run_judge --evaluation NAME --rubric NAME[@VERSION] [--rubric ...] --judge NAME [--project SLUG]
-[--wait]`: one run per --rubric, all launched or none."""
+[--batch] [--wait]`: one run per --rubric, all launched or none."""
 
 import sys
 from time import sleep
+from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from evaluations.management.lookup import find_evaluation
 from evaluations.models import Evaluation
 from judges import services
 from judges.models import Judge, JudgeRun
+from rubrics.models import RubricVersion
 
 
 class Command(BaseCommand):
     help = "Launch a judge run on an evaluation (prints calls, tokens and cost first); --wait follows it."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--evaluation", required=True, help="Evaluation name.")
         parser.add_argument(
             "--rubric",
@@ -26,10 +28,15 @@ class Command(BaseCommand):
         )
         parser.add_argument("--judge", required=True, help="Judge name (in the evaluation's project).")
         parser.add_argument("--project", help="Project slug, when the evaluation name is not unique.")
+        parser.add_argument(
+            "--batch",
+            action="store_true",
+            help="Send the calls through the endpoint's Batch API: half the price, results within 24 h.",
+        )
         parser.add_argument("--wait", action="store_true", help="Print progress; exit 1 if any run fails.")
         parser.add_argument("--interval", type=float, default=2.0, help="Seconds between progress lines.")
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         evaluation = find_evaluation(options["evaluation"], options["project"])
         versions = []
         for spec in options["rubric"]:
@@ -44,8 +51,13 @@ class Command(BaseCommand):
                 f"(judges: {names or 'none'})."
             )
         try:
-            estimates = services.estimate_runs(judge=judge, evaluation=evaluation, rubric_versions=versions)
-            runs = services.launch_runs(judge=judge, evaluation=evaluation, rubric_versions=versions)
+            batch = options["batch"]
+            estimates = services.estimate_runs(
+                judge=judge, evaluation=evaluation, rubric_versions=versions, batch=batch
+            )
+            runs = services.launch_runs(
+                judge=judge, evaluation=evaluation, rubric_versions=versions, batch=batch
+            )
         except ValidationError as error:
             raise CommandError("; ".join(error.messages)) from None
         simulated = " (simulated model)" if judge.is_simulated else ""
@@ -53,6 +65,7 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"Run {run.pk}: {judge.name}{simulated} on {evaluation.name} / {version}: "
                 f"{estimate.calls} calls, about {estimate.tokens} tokens, estimated cost {estimate.cost}"
+                + (" (batch price: half the judge's prices; results within 24 h)" if estimate.batch else "")
             )
         if len(runs) > 1:
             total = services.total_estimate([estimate for _, estimate in estimates])
@@ -63,7 +76,7 @@ class Command(BaseCommand):
         if options["wait"]:
             self._follow(runs, options["interval"])
 
-    def _version(self, evaluation: Evaluation, spec: str):
+    def _version(self, evaluation: Evaluation, spec: str) -> RubricVersion:
         name, _, number = spec.partition("@")
         versions = evaluation.rubric_versions.select_related("rubric").filter(rubric__name=name)
         if number:

@@ -3,14 +3,22 @@
 Idempotent: running it again changes nothing that is already there.
 """
 
+from __future__ import annotations
+
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.contrib.auth.models import User
+from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
 from projects.models import Membership, Project
+
+if TYPE_CHECKING:
+    from datasets.models import Dataset
+    from evaluations.models import Evaluation
 
 DEMO_DATASET = Path(__file__).resolve().parents[2] / "demo" / "dataset.jsonl"
 # Two example raters written for the demo, so its agreement report has people to compare with.
@@ -26,10 +34,10 @@ DEMO_USERS = {"researcher": Membership.Role.RESEARCHER, "annotator": Membership.
 class Command(BaseCommand):
     help = "Create the demo project, users, dataset and evaluation (idempotent)."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--password", default=DEMO_PASSWORD, help="Password of the demo users.")
 
-    def handle(self, *args, password: str, **options):
+    def handle(self, *args: Any, password: str, **options: Any) -> None:
         with transaction.atomic():
             project, _ = Project.objects.get_or_create(
                 slug="demo",
@@ -48,7 +56,7 @@ class Command(BaseCommand):
             self.style.SUCCESS(f"Demo project ready: researcher / {password} and annotator / {password}")
         )
 
-    def ensure_user(self, username: str, password: str, project: Project, role: str):
+    def ensure_user(self, username: str, password: str, project: Project, role: str) -> User:
         user, created = get_user_model().objects.get_or_create(username=username)
         if created:
             user.set_password(password)
@@ -60,7 +68,7 @@ class Command(BaseCommand):
         Membership.objects.get_or_create(project=project, user=user, defaults={"role": role})
         return user
 
-    def ensure_dataset(self, project: Project, user):
+    def ensure_dataset(self, project: Project, user: User) -> Dataset:
         from datasets.models import Dataset
         from datasets.services import import_dataset
 
@@ -70,7 +78,7 @@ class Command(BaseCommand):
         import_dataset(project=project, name="Demo dialogs", path=DEMO_DATASET, user=user)
         return Dataset.objects.get(project=project, name="Demo dialogs")
 
-    def ensure_evaluation(self, project: Project, dataset, users):
+    def ensure_evaluation(self, project: Project, dataset: Dataset, users: dict[str, User]) -> Evaluation:
         from evaluations.models import Evaluation
         from evaluations.services import create_evaluation
         from rubrics.models import Rubric
@@ -96,7 +104,7 @@ class Command(BaseCommand):
             import_ratings(evaluation=evaluation, path=DEMO_RATINGS)
         return evaluation
 
-    def ensure_judge(self, project: Project, evaluation) -> None:
+    def ensure_judge(self, project: Project, evaluation: Evaluation) -> None:
         """A simulated judge against the project's own test server, so judge runs work offline."""
         from judges.models import Judge
 

@@ -1,9 +1,11 @@
 """Import a rubric from a seed-style prompt text or a JSON spec."""
 
 from pathlib import Path
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from datasets.readers import FileRefused, decode_text
 from projects.models import Project
 from rubrics.parsing import RubricParseError
 from rubrics.services import import_rubric
@@ -15,7 +17,7 @@ class Command(BaseCommand):
         "JSON spec (name, kind, scale, prompt_template, ...). Importing a name again makes a new version."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("path", help="A .txt prompt or a .json spec.")
         parser.add_argument("--project", help="Slug of the owning project (default: shared by all projects).")
         parser.add_argument("--name", help="Rubric name (default: the spec's name or the parsed criterion).")
@@ -25,15 +27,23 @@ class Command(BaseCommand):
             help="Repair mojibake found by ftfy (each change is reported).",
         )
 
-    def handle(self, *args, path: str, project: str | None, name: str | None, repair_text: bool, **options):
+    def handle(
+        self,
+        *args: Any,
+        path: str,
+        project: str | None,
+        name: str | None,
+        repair_text: bool,
+        **options: Any,
+    ) -> None:
         owner = None
         if project:
             owner = Project.objects.filter(slug=project).first()
             if owner is None:
                 raise CommandError(f"--project: no project with slug {project!r}")
         try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as error:
+            text = decode_text(Path(path).read_bytes())
+        except (OSError, FileRefused) as error:
             raise CommandError(f"{path}: cannot read the file: {error}") from None
         try:
             result = import_rubric(

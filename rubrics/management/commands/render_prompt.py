@@ -3,11 +3,13 @@
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from datasets.records import RecordError, parse_item_object
+from datasets.records import ItemRecord, RecordError, parse_item_object
 from projects.models import Project
+from rubrics.models import RubricVersion
 from rubrics.rendering import RenderError, render_prompt
 from rubrics.services import find_rubric
 
@@ -18,7 +20,7 @@ class Command(BaseCommand):
         "format (written as is: no newline is added)."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--rubric", required=True, help="NAME or NAME@VERSION (default: the latest version)."
         )
@@ -28,7 +30,9 @@ class Command(BaseCommand):
         parser.add_argument("--project", help="Slug of the project whose rubric to use (else a built-in).")
         parser.add_argument("--swapped", action="store_true", help="Exchange response and baseline.")
 
-    def handle(self, *args, rubric: str, item_json: str, project: str | None, swapped: bool, **options):
+    def handle(
+        self, *args: Any, rubric: str, item_json: str, project: str | None, swapped: bool, **options: Any
+    ) -> None:
         version = self.find_version(rubric, project)
         item = self.read_item(item_json)
         try:
@@ -37,7 +41,7 @@ class Command(BaseCommand):
             raise CommandError(str(error)) from None
         self.stdout.write(prompt, ending="")
 
-    def find_version(self, spec: str, slug: str | None):
+    def find_version(self, spec: str, slug: str | None) -> RubricVersion:
         name, _, number = spec.rpartition("@") if "@" in spec else (spec, "", "")
         project = None
         if slug:
@@ -59,7 +63,7 @@ class Command(BaseCommand):
             raise CommandError(f"--rubric: {rubric.name} has no version {number} (versions: {numbers})")
         return version
 
-    def read_item(self, path: str):
+    def read_item(self, path: str) -> ItemRecord:
         try:
             text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as error:
