@@ -16,8 +16,9 @@ from django.utils import timezone
 from projects import leases
 
 from .models import UploadJob
-from .readers import FileRefused, default_wide_mapping, detect_encoding, detect_format, wide_header
+from .readers import default_wide_mapping, detect_format, wide_header
 from .services import ImportResult, import_dataset
+from .text_files import FileRefused, detect_encoding
 from .uploads import inline_limit
 
 if TYPE_CHECKING:

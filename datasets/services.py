@@ -24,8 +24,9 @@ from django.db.models import Max
 
 from . import db
 from .models import Dataset
-from .readers import Encoding, EntryStream, FileRefused, detect_encoding, detect_format
+from .readers import EntryStream, detect_format
 from .records import ItemRecord, RecordError, check_item_object
+from .text_files import Encoding, FileRefused, detect_encoding
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

@@ -43,7 +43,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from datasets import safe_json
-from datasets.readers import Encoding, FileRefused, detect_encoding, open_text, text_format
+from datasets.text_files import Encoding, FileRefused, detect_encoding, open_text, text_format
 from rating.revisions import revise_ratings
 from rubrics.models import Rubric, RubricVersion
 
@@ -141,7 +141,7 @@ def _encoding(path: Path) -> Encoding:
 
 
 def detect_format(path: Path, encoding: Encoding) -> str:
-    """jsonl, csv or tsv (`datasets.readers.text_format`; a file it cannot tell is read as CSV, whose
+    """jsonl, csv or tsv (`datasets.text_files.text_format`; a file it cannot tell is read as CSV, whose
     header check then names the missing columns)."""
     found = text_format(path, encoding)
     if found == "json":

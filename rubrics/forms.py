@@ -5,7 +5,7 @@ from typing import Any
 
 from django import forms
 
-from datasets.readers import FileRefused, decode_text
+from datasets.text_files import FileRefused, decode_text
 
 from .models import RubricVersion
 from .source import DERIVED_FIELDS

@@ -5,7 +5,8 @@ import tracemalloc
 
 import pytest
 
-from datasets.readers import EntryStream, detect_encoding
+from datasets.readers import EntryStream
+from datasets.text_files import detect_encoding
 
 from .helpers import dialog
 

@@ -67,7 +67,9 @@ def test_batch_run_rates_every_item_once_at_half_the_price(project, fake_llm):
     assert run.calls.filter(status=JudgeCall.Status.DONE, batch=remote).count() == 4
     progress = services.run_progress(run)
     full = services.cost_of(
-        run.frozen_parameters, prompt_tokens=progress.prompt_tokens, completion_tokens=progress.completion_tokens
+        run.frozen_parameters,
+        prompt_tokens=progress.prompt_tokens,
+        completion_tokens=progress.completion_tokens,
     )
     assert progress.cost == (full / 2).quantize(Decimal("0.0001")) and progress.cost > 0
 

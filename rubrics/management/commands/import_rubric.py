@@ -5,7 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from datasets.readers import FileRefused, decode_text
+from datasets.text_files import FileRefused, decode_text
 from projects.models import Project
 from rubrics.parsing import RubricParseError
 from rubrics.services import import_rubric
