@@ -128,8 +128,8 @@ def database_from_env() -> dict:
             )
         return sqlite_database(Path(config["NAME"]))
     if config["ENGINE"].endswith("postgresql"):
-        # Each tester (and xdist worker) can keep its own test database.
-        config["TEST"] = {"NAME": env_str("CONCORD_TEST_DB", "test_concord")}
+        # Each tester (and xdist worker) keeps its own test database: test_<database>, or CONCORD_TEST_DB.
+        config["TEST"] = {"NAME": env_str("CONCORD_TEST_DB", f"test_{config['NAME']}")}
     return config
 
 

@@ -29,9 +29,9 @@ from django.utils import timezone
 from projects import leases
 from rubrics.rendering import RenderError, render_prompt
 
-from . import client
+from . import adapting, client
 from .calls import LaneContext, check_usable, done_fields, stop_run, version_wants_logprobs
-from .endpoints import OPENAI_CHAT, OPENAI_REASONING, build_request
+from .endpoints import OPENAI_CHAT, OPENAI_REASONING
 from .finishing import finish_call
 from .models import Judge, JudgeBatch, JudgeCall, JudgeRun
 
@@ -287,7 +287,7 @@ def input_file(ctx: LaneContext, batch: JudgeBatch) -> bytes:
             message = f"item {call.item.external_id}: the prompt could not be rendered: {error}"
             finish_call(ctx, call, batch.token, {"status": JudgeCall.Status.FAILED, "error": message})
             continue
-        body = build_request(params=ctx.params, version=ctx.version, prompt=prompt, sample=call.sample)
+        body = ctx.build(prompt, call.sample)  # with the run's adaptations, as a live call
         line = json.dumps(
             {"custom_id": str(call.pk), "method": "POST", "url": ENDPOINT, "body": body}
         ).encode()
@@ -378,7 +378,10 @@ def line_fields(ctx: LaneContext, call: JudgeCall, line: dict) -> dict | None:
         inner = client._error_body(response.get("body")) or error or {}
         message = client.redact(str(inner.get("message") or json.dumps(line)[:300]), ctx.credential.api_key)
         status = response.get("status_code")
-        return {**failed, "error": f"the batch answered {status or 'an error'}: {message}"}
+        refused = refused_line(ctx, status, inner, message)
+        if refused is None:
+            return None  # adapted: sent again, with the change, in the run's next batch
+        return {**failed, "error": f"the batch answered {status or 'an error'}: {refused}"}
     want_logprobs = version_wants_logprobs(ctx)
     try:
         reply = client.reply_from(response.get("body"), api_key=ctx.credential.api_key)
@@ -386,6 +389,21 @@ def line_fields(ctx: LaneContext, call: JudgeCall, line: dict) -> dict | None:
     except client.EndpointError as problem:
         return {**failed, "error": problem.message}
     return done_fields(ctx, call, reply, want_logprobs=want_logprobs, cached=False, attempts=1)
+
+
+def refused_line(ctx: LaneContext, status: Any, inner: dict, message: str) -> str | None:
+    """A line's 400 "unsupported parameter" adapts the run as a live call's does (once, for all its later
+    calls; None: the call goes back to pending). A refused scoring parameter stops the run with that reason;
+    any other error is the call's, returned as its message."""
+    code, param = inner.get("code"), inner.get("param")
+    error = client.PermanentError(
+        message, status=status, code=str(code) if code else None, param=str(param) if param else None
+    )
+    if ctx.adapt(error) and adapting.refused_parameter(error) not in ctx.build("", 0):
+        return None
+    if adapting.refused_parameter(error) in adapting.SCORING_PARAMETERS:
+        stop_run(run_id=ctx.run_id, error=error.message)
+    return error.message
 
 
 # -- the run's end ------------------------------------------------------------------------------

@@ -53,7 +53,7 @@ def test_report_reads_on_desktop_and_phone_and_walks_the_disagreements(
         overview_top = page.locator("#overview").bounding_box()["y"]
         assert overview_top < VIEWPORTS[viewport]["height"]  # the summary is on the first screen
         assert clipped(page) == [] and not page_scrolls_sideways(page)
-        if viewport == "phone":  # one header line, as on the rating pages, with the current page's crumb shown
+        if viewport == "phone":  # one header line, the current crumb shown
             assert page.locator(".topbar").bounding_box()["height"] <= 56
             assert page.locator(".topnav a").last.bounding_box()["width"] >= 60
         assert "Cohen's kappa, quadratic weights" in page.inner_text("#overview")

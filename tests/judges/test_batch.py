@@ -394,3 +394,29 @@ def test_a_batch_status_the_api_does_not_have_ends_the_batch_with_that_sentence(
     assert "batch status 'queued'" in run.error and "2 call(s) are pending" in run.error
     assert run.batches.get().status == JudgeBatch.Status.FAILED
     assert run.calls.filter(status=JudgeCall.Status.PENDING, batch__isnull=True).count() == 2
+
+
+def test_a_batch_adapts_to_a_reasoning_model_once_and_sends_the_refused_lines_again(project, serve):
+    """Each line refused for an unsupported parameter goes back to pending; the run records the change once
+    and its next batch sends them with it, so every call is done."""
+    server = serve("openai-reasoning")
+    evaluation, version = setup(project, items=5)
+    judge = batch_judge(project, server, model="fake-o4", temperature=0.0)
+    run = poll_to_end(launch(judge, evaluation, version))
+    assert run.status == JudgeRun.Status.DONE, run.error
+    assert [a["parameter"] for a in run.adaptations] == ["max_tokens", "temperature"]
+    assert list(run.batches.order_by("id").values_list("status", "requests")) == [("completed", 5)] * 3
+    assert run.calls.filter(status=JudgeCall.Status.DONE).count() == 5
+    assert Rating.objects.filter(rater=run.rater).count() == 5
+
+
+def test_a_batch_whose_lines_refuse_logprobs_stops_the_run_with_that_reason(project, serve):
+    server = serve("openai-reasoning")
+    evaluation, version = setup(project, items=3)
+    # probed earlier as accepting logprobs (the endpoint changed since), so the launch is not refused
+    accepts = {"batch": True, "logprobs": True}
+    judge = make_judge(project, server, model="fake-o4", logprobs=True, capabilities=accepts)
+    run = poll_to_end(launch(judge, evaluation, version))
+    assert run.status == JudgeRun.Status.FAILED
+    assert "refuses logprobs" in run.error and "turn logprob scoring off" in run.error
+    assert not Rating.objects.filter(rater=run.rater).exists()
