@@ -25,8 +25,11 @@ CHANGES: dict[str, dict] = {
 }
 SCORING_PARAMETERS = {"logprobs", "top_logprobs"}
 UNSUPPORTED_CODES = {"unsupported_parameter", "unsupported_value"}
-# Providers that send no `param` still name it in the message: "Unsupported parameter: 'max_tokens' ...".
-MESSAGE_RE = re.compile(r"unsupported (?:parameter|value)\W+'?(\w+)'?", re.I)
+# Providers that send no `param` still name it in the message: "Unsupported parameter: 'max_tokens' ...",
+# or, OpenAI's chat models for reasoning_effort, "Unrecognized request argument supplied: reasoning_effort".
+MESSAGE_RE = re.compile(
+    r"(?:unsupported (?:parameter|value)|unrecognized request arguments? supplied)\W+'?(\w+)'?", re.I
+)
 CHANGE_WORDS = {
     "token_limit": "the output-token limit is sent as {value}",
     "temperature": "temperature is no longer sent (the endpoint's default applies)",

@@ -32,7 +32,16 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from .fake_batch import FakeBatches
-from .fake_profiles import PROFILES, Profile, as_received, error_body, refusal, spend_reasoning, unknown_model
+from .fake_profiles import (
+    PROFILES,
+    Profile,
+    as_received,
+    error_body,
+    invalid_request,
+    refusal,
+    spend_reasoning,
+    unknown_model,
+)
 
 # (status, extra headers, body: JSON-able or raw bytes) of one HTTP answer
 Answer = tuple[int, dict[str, str], Any]
@@ -214,7 +223,7 @@ class FakeLLM:
         if not base_model.startswith(MODEL_PREFIX):
             status, error = unknown_model(profile, base_model)
             return status, {}, error
-        refused = refusal(profile, request)
+        refused = invalid_request(profile, request) or refusal(profile, request)
         if refused:
             return refused[0], {}, refused[1]
         request = as_received(profile, request)

@@ -4,11 +4,15 @@ reasoning tokens), so the suite meets the providers' strictness without the netw
 
 Sources (see judges/endpoints.py for the same table): OpenAI's reasoning guide and API reference, Azure
 OpenAI's REST reference, the vLLM, Ollama, Anthropic OpenAI-SDK and Gemini OpenAI-compatibility pages.
-The default profile ("any") accepts everything, as the simulated model always did.
+Every profile, the default ("any") included, first checks the request itself as OpenAI does
+(`invalid_request`: unknown arguments, types and ranges, messages, strict JSON schemas), so a request
+Concord builds wrong fails in the suite as it would against the strictest provider.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,6 +95,136 @@ def unknown_model(profile: Profile, model: str) -> tuple[int, dict[str, Any] | l
     return 404, error_body(profile, 404, message, "invalid_request_error", "model_not_found", "model")
 
 
+# What OpenAI's chat completions endpoint recognises; anything else is refused by every profile, as OpenAI
+# refuses it ("Unrecognized request argument supplied: ..."), the strictest of the providers.
+KNOWN_ARGUMENTS = frozenset({
+    "model", "messages", "audio", "frequency_penalty", "function_call", "functions", "logit_bias", "logprobs",
+    "max_completion_tokens", "max_tokens", "metadata", "modalities", "n", "parallel_tool_calls", "prediction",
+    "presence_penalty", "prompt_cache_key", "reasoning_effort", "response_format", "safety_identifier",
+    "seed", "service_tier", "stop", "store", "stream", "stream_options", "temperature", "tool_choice",
+    "tools", "top_logprobs", "top_p", "user", "verbosity", "web_search_options",
+})  # fmt: skip
+# name -> (type, minimum, maximum) as OpenAI's API reference gives them
+RANGES: dict[str, tuple[type, float, float]] = {
+    "temperature": (float, 0, 2),
+    "top_p": (float, 0, 1),
+    "max_tokens": (int, 1, 10**9),
+    "max_completion_tokens": (int, 1, 10**9),
+    "n": (int, 1, 128),
+    "top_logprobs": (int, 0, 20),
+    "seed": (int, -(2**63), 2**63 - 1),
+}
+ROLES = ("system", "assistant", "user", "function", "tool", "developer")
+
+
+def invalid_request(profile: Profile, request: dict[str, Any]) -> tuple[int, Any] | None:
+    """(400, body) for a request OpenAI would refuse whatever the model: an argument it does not know, a
+    value of the wrong type or out of range, malformed messages, a strict JSON schema that is not strict."""
+    unknown = sorted(set(request) - KNOWN_ARGUMENTS - profile.ignores)
+    if unknown:
+        return _invalid(profile, f"Unrecognized request argument supplied: {', '.join(unknown)}", None, None)
+    for name, (kind, low, high) in RANGES.items():
+        value = request.get(name)
+        if value is None:
+            continue
+        numeric = isinstance(value, int | float) and not isinstance(value, bool)
+        if not numeric or (kind is int and not isinstance(value, int)):
+            what = "an integer" if kind is int else "a number"
+            message = f"Invalid type for '{name}': expected {what}, but got {value!r} instead."
+            return _invalid(profile, message, name, "invalid_type")
+        word = "integer" if kind is int else "decimal"
+        if value < low:
+            message = (
+                f"Invalid '{name}': {word} below minimum value. Expected a value >= {low}, but got {value}"
+            )
+            message += " instead."
+            return _invalid(profile, message, name, f"{word}_below_min_value")
+        if value > high:
+            message = (
+                f"Invalid '{name}': {word} above maximum value. Expected a value <= {high}, but got {value}"
+            )
+            message += " instead."
+            return _invalid(profile, message, name, f"{word}_above_max_value")
+    if request.get("top_logprobs") is not None and not request.get("logprobs"):
+        message = (
+            "Invalid value for 'top_logprobs': 'logprobs' must be set to true when 'top_logprobs' is used."
+        )
+        return _invalid(profile, message, "top_logprobs", "invalid_value")
+    messages = request["messages"]
+    if not messages:
+        return _invalid(profile, "[] is too short - 'messages'", "messages", "empty_array")
+    for index, message in enumerate(messages):
+        role = message.get("role") if isinstance(message, dict) else None
+        if role not in ROLES:
+            supported = ", ".join(f"'{r}'" for r in ROLES)
+            return _invalid(profile, f"Invalid value: {role!r}. Supported values are: {supported}.",
+                            f"messages[{index}].role", "invalid_value")  # fmt: skip
+        if not isinstance(message.get("content"), str | list):
+            where = f"messages[{index}].content"
+            message = f"Invalid type for '{where}': expected a string or an array of content parts."
+            return _invalid(profile, message, where, "invalid_type")
+    return _invalid_schema(profile, request.get("response_format"), messages)
+
+
+def _invalid_schema(profile: Profile, response_format: Any, messages: list) -> tuple[int, Any] | None:
+    if response_format is None or "response_format" in profile.ignores:
+        return None
+    kind = response_format.get("type") if isinstance(response_format, dict) else None
+    if kind == "json_object":
+        if "json" not in json.dumps(messages).lower():
+            message = "'messages' must contain the word 'json' in some form, to use 'response_format' of type"
+            message += " 'json_object'."
+            return _invalid(profile, message, "messages", None)
+        return None
+    if kind == "text":
+        return None
+    if kind != "json_schema":
+        message = f"Invalid value: {kind!r}. Supported values are: 'text', 'json_object', and 'json_schema'."
+        return _invalid(profile, message, "response_format.type", "invalid_value")
+    spec = response_format.get("json_schema") or {}
+    name = str(spec.get("name", ""))
+    if not re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", name):
+        message = (
+            "Invalid 'response_format.json_schema.name': string does not match pattern. Expected a string"
+        )
+        message += " that matches the pattern '^[a-zA-Z0-9_-]+$'."
+        return _invalid(profile, message, "response_format.json_schema.name", "invalid_value")
+    if spec.get("strict"):
+        problem = _not_strict(spec.get("schema") or {}, ())
+        if problem:
+            return _invalid(
+                profile, f"Invalid schema for response_format '{name}': {problem}", "response_format", None
+            )
+    return None
+
+
+def _not_strict(schema: dict, context: tuple[str, ...]) -> str | None:
+    """What OpenAI's strict structured outputs refuse in a schema: an object without additionalProperties
+    false, or one whose properties are not all required."""
+    if schema.get("type") == "object":
+        where = f"In context={context!r}"
+        if schema.get("additionalProperties") is not False:
+            return f"{where}, 'additionalProperties' is required to be supplied and to be false."
+        properties = schema.get("properties") or {}
+        missing = [key for key in properties if key not in (schema.get("required") or [])]
+        if missing:
+            return (
+                f"{where}, 'required' is required to be supplied and to be an array including every key in "
+                f"properties. Missing '{missing[0]}'."
+            )
+        for key, inner in properties.items():
+            problem = _not_strict(inner, (*context, "properties", key)) if isinstance(inner, dict) else None
+            if problem:
+                return problem
+    if schema.get("type") == "array" and isinstance(schema.get("items"), dict):
+        return _not_strict(schema["items"], (*context, "items"))
+    return None
+
+
+def _invalid(profile: Profile, message: str, param: str | None, code: str | None) -> tuple[int, Any]:
+    return 400, error_body(profile, 400, message, "invalid_request_error", code, param)
+
+
 def refusal(
     profile: Profile, request: dict[str, Any]
 ) -> tuple[int, dict[str, Any] | list[dict[str, Any]]] | None:
@@ -121,11 +255,9 @@ def refusal(
                     profile, name, f"Unsupported parameter: '{name}' is not supported with this model."
                 )
     if profile.refuses_reasoning_effort and "reasoning_effort" in request:
-        return _unsupported(
-            profile,
-            "reasoning_effort",
-            "Unsupported parameter: 'reasoning_effort' is not supported with this model.",
-        )
+        # OpenAI's chat models answer as for an argument they do not know: no param, no code
+        message = "Unrecognized request argument supplied: reasoning_effort"
+        return _invalid(profile, message, None, None)
     if profile.single_choice == "refuse" and int(request.get("n") or 1) != 1:
         return 400, error_body(profile, 400, "n: only n=1 is supported", "invalid_request_error", None, "n")
     return None

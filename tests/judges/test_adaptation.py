@@ -75,3 +75,20 @@ def test_a_reasoning_model_that_spends_its_limit_thinking_stops_the_run_saying_s
     assert run.status == JudgeRun.Status.FAILED
     assert "too small for a reasoning model" in run.error and "100 of them on reasoning" in run.error
     assert run.calls.filter(status=JudgeCall.Status.FAILED).count() == 1
+
+
+def test_a_chat_model_that_does_not_know_reasoning_effort_adapts_once(project):
+    """OpenAI's chat models refuse reasoning_effort as an unrecognised argument (no param, no code): the
+    run reads the parameter from the message, stops sending it, and every call is done."""
+    server = FakeLLM(FakeConfig(latency_ms=0, profile="openai-chat")).start(stop_after=120)
+    try:
+        judge = make_judge(
+            project, server, model="fake-4o", endpoint="openai-reasoning", reasoning_effort="low"
+        )
+        run = run_on(project, judge, items=4)
+        assert run.status == JudgeRun.Status.DONE, run.error
+        assert [a["parameter"] for a in run.adaptations] == ["reasoning_effort"]
+        assert run.adaptations[0]["what"] == "reasoning_effort is no longer sent"
+        assert server.stats.requests == 5
+    finally:
+        server.stop()

@@ -48,11 +48,72 @@ def test_reasoning_tokens_are_in_usage_and_a_small_limit_leaves_an_empty_reply_c
     assert tight["usage"]["completion_tokens"] == 100
 
 
-def test_chat_profile_refuses_reasoning_effort(serve):
+def test_chat_profile_refuses_reasoning_effort_as_an_unrecognized_argument(serve):
     response = post(
         serve("openai-chat"), {"model": "fake-c", "messages": MESSAGES, "reasoning_effort": "low"}
     )
-    assert response.json()["error"]["param"] == "reasoning_effort"
+    assert response.status_code == 400
+    assert response.json()["error"] == {
+        "message": "Unrecognized request argument supplied: reasoning_effort",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": None,
+    }
+
+
+STRICT_SCHEMA = {"type": "object", "properties": {"score": {"type": "string"}}, "required": ["score"]}
+
+
+@pytest.mark.parametrize("profile", ["any", "openai-chat", "vllm"])
+@pytest.mark.parametrize(
+    ("extra", "param", "code", "words"),
+    [
+        ({"top_k": 5}, None, None, "Unrecognized request argument supplied: top_k"),
+        ({"temperature": 2.5}, "temperature", "decimal_above_max_value", "Expected a value <= 2"),
+        ({"temperature": "0.2"}, "temperature", "invalid_type", "expected a number"),
+        ({"max_tokens": 0}, "max_tokens", "integer_below_min_value", "Expected a value >= 1"),
+        ({"max_tokens": 2.5}, "max_tokens", "invalid_type", "expected an integer"),
+        ({"top_logprobs": 5}, "top_logprobs", "invalid_value", "'logprobs' must be set to true"),
+        ({"logprobs": True, "top_logprobs": 21}, "top_logprobs", "integer_above_max_value", "<= 20"),
+        ({"messages": []}, "messages", "empty_array", "too short"),
+        ({"messages": [{"role": "judge", "content": "hi"}]}, "messages[0].role", "invalid_value", "'judge'"),
+        (
+            {"response_format": {"type": "json_schema", "json_schema": {"name": "j", "strict": True,
+                                                                    "schema": STRICT_SCHEMA}}},
+            "response_format", None, "'additionalProperties' is required to be supplied and to be false",
+        ),
+        (
+            {"response_format": {"type": "json_object"}},
+            "messages", None, "must contain the word 'json'",
+        ),
+    ],
+)  # fmt: skip
+def test_every_profile_refuses_what_openai_refuses_naming_the_parameter(
+    serve, profile, extra, param, code, words
+):
+    """The simulated model is as strict as OpenAI about the request itself, whatever the profile."""
+    response = post(serve(profile), {"model": "fake-judge", "messages": MESSAGES, **extra})
+    assert response.status_code == 400
+    body = response.json()
+    error = body if profile == "vllm" else body["error"]
+    assert words in error["message"] and error["param"] == param
+    if profile != "vllm":
+        assert error["code"] == code
+
+
+def test_concords_own_requests_pass_the_strict_checks(serve, project):
+    """What Concord sends for a JSON rubric (strict schema, logprobs) is accepted as OpenAI accepts it."""
+    from judges.endpoints import response_schema
+    from tests import factories
+
+    version = factories.make_rubric(project=project, name="Quality")
+    schema = {"name": "judgement", "strict": True, "schema": response_schema(version)}
+    body = {
+        "model": "fake-judge", "messages": MESSAGES, "max_tokens": 50, "temperature": 0, "seed": 1,
+        "logprobs": True, "top_logprobs": 10,
+        "response_format": {"type": "json_schema", "json_schema": schema},
+    }  # fmt: skip
+    assert post(serve("openai-chat"), body).status_code == 200
 
 
 def test_azure_profile_wants_deployment_urls_api_version_and_the_api_key_header(serve):
