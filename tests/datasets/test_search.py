@@ -71,3 +71,11 @@ def test_items_with_too_many_words_for_the_index_are_still_found(browse, monkeyp
     found = browse(["Near the Zebra crossing.", "a cat"])
     assert found("zebra") == {"d-0"}
     assert found("cat") == {"d-1"}
+
+
+@pytest.mark.django_db
+def test_percent_signs_and_underscores_in_a_query_are_plain_characters(browse):
+    found = browse(["100% sure", "100 percent sure", "snake_case words", "snakeXcase words"])
+    assert found("100% sure") == {"d-0"}
+    assert found("snake_case words") == {"d-2"}
+    assert found("100 p") == {"d-1"}
