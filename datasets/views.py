@@ -134,8 +134,9 @@ def dataset_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     counting = filtered and request.GET.get("count") == "1"
     if counting and getattr(request, "htmx", False):
         counted = _count(dataset, items, filtered=True)
-        context = {**_totals(counted, size=size, filtered=True), "oob": True}  # and the pager's page count
-        return render(request, "datasets/dataset_detail.html#total", context)
+        return render(
+            request, "datasets/dataset_detail.html#total", _totals(counted, size=size, filtered=True)
+        )
     total: int | None
     if filtered:
         rows, total, page = _filtered_page(dataset, items, page=page, size=size, count=counting)
@@ -146,7 +147,7 @@ def dataset_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         # deep page is an index range rather than an OFFSET that walks every earlier row.
         rows = list(items.filter(position__gte=(page - 1) * size).defer("search_text")[:size])
     totals = _totals(total, size=size, filtered=filtered)
-    more = len(rows) > size if total is None else page < totals["pages"]
+    more = len(rows) > size if filtered else page < totals["pages"]  # a filtered page reads one row more
     rows = rows[:size]
     first = (page - 1) * size + 1
     context = {

@@ -219,14 +219,14 @@ def test_a_full_page_of_matches_leaves_its_count_to_a_second_request(researcher_
     dataset = imported(60)
     url = reverse("dataset_detail", args=[project.slug, dataset.pk])
     content = researcher_client.get(url, {"q": "topic", "size": 25}).content.decode()
-    assert "Items 1–25 of" in content and ">d-24<" in content and 'Page 1<span id="pages"></span>' in content
+    assert "Items 1–25 of" in content and ">d-24<" in content and "Page 1</span>" in content
     found = re.search(
         r'<a id="total" href="([^"]+)" hx-get="\1" hx-trigger="load"[^>]*>more than 25</a>', content
     )
     assert found is not None
     count_url = found.group(1).replace("&amp;", "&")
     partial = researcher_client.get(count_url, headers={"HX-Request": "true"}).content.decode()
-    assert partial.strip() == '60<span id="pages" hx-swap-oob="true"> of 3</span>'
+    assert partial.strip() == "60"
     page = researcher_client.get(count_url).content.decode()  # the link without htmx: the page, counted
     assert "Items 1–25 of 60 matching" in page and "Page 1 of 3" in page
 
