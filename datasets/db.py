@@ -256,12 +256,12 @@ def _matches(tsquery: str) -> RawSQL:
 
 
 def _contains(text: str) -> RawSQL:
-    """search_text contains `text`. strpos decides: PostgreSQL's LIKE '%text%' matcher retries at every
-    character and took most of the time of reading a frequent phrase's candidates, strpos searches the
-    bytes as a substring. The LIKE after it runs only where strpos found the text (the same answer) and is
-    there for the planner: its estimate of a LIKE pattern's matches keeps the plans it chose before (a
-    full scan for a phrase of common words, which strpos's fixed estimate of a third turned into a walk
-    of the whole position index)."""
+    """search_text contains `text`. strpos decides: LIKE '%text%' tries the pattern from every character,
+    strpos searches with Boyer-Moore-Horspool, and checking a frequent phrase's ~60k candidates took 183
+    instead of 235 ms (bench/README.md). The LIKE after it runs only where strpos found the text (the same
+    answer) and is there for the planner: its estimate of a LIKE pattern's matches keeps the plans chosen
+    before (a parallel scan for a phrase of common words, which strpos's fixed estimate of a third turned
+    into a walk of the whole position index)."""
     pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
     sql = "(strpos(search_text, %s) > 0 AND search_text LIKE %s)"
     return RawSQL(sql, (text, pattern), output_field=BooleanField())

@@ -4,8 +4,8 @@ A trigram GIN index answers `LIKE '%text%'` for any substring, but keeping it co
 ~0.5 ms of CPU per imported dialog (a few hundred trigrams each), which made it most of a large
 import's time. The importer therefore also writes each item's distinct words (`search_words`, a
 tsvector literal built here, so the server does no text parsing) and a GIN index covers them: a
-tenth of the keys. A search for "zebra cross" asks the index for items with a word starting with
-"zebra" and one starting with "cross", then checks `search_text LIKE '%zebra cross%'` on those.
+tenth of the keys. A search for "zebra cross" asks the index for items with the word "zebra" and a
+word starting with "cross", then checks that the text of those contains "zebra cross".
 So a search finds text that contains what was typed, starting at the beginning of a word; it no
 longer finds a fragment from inside a word ("ebra"). SQLite keeps scanning search_text.
 """
