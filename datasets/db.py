@@ -240,8 +240,10 @@ def metadata_filter(items: QuerySet[Item], *, key: str, value: str) -> QuerySet[
 def text_matches(query: str) -> Q:
     """Items whose search_text (lower-cased) contains `query`; on PostgreSQL from the start of a word,
     narrowed first by the GIN index of the items' words (datasets/search.py)."""
-    contains = Q(search_text__contains=query.lower())
-    wanted = words_query(query) if _postgresql() else None
+    if not _postgresql():
+        return Q(search_text__contains=query.lower())
+    contains = Q(_contains(query.lower()))
+    wanted = words_query(query)
     if wanted is None:
         return contains
     if is_one_word(query.lower()):
@@ -251,6 +253,18 @@ def text_matches(query: str) -> Q:
 
 def _matches(tsquery: str) -> RawSQL:
     return RawSQL("search_words @@ %s::tsquery", (tsquery,), output_field=BooleanField())
+
+
+def _contains(text: str) -> RawSQL:
+    """search_text contains `text`. strpos decides: LIKE '%text%' tries the pattern from every character,
+    strpos searches with Boyer-Moore-Horspool, and checking a frequent phrase's ~60k candidates took 183
+    instead of 235 ms (bench/README.md). The LIKE after it runs only where strpos found the text (the same
+    answer) and is there for the planner: its estimate of a LIKE pattern's matches keeps the plans chosen
+    before (a parallel scan for a phrase of common words, which strpos's fixed estimate of a third turned
+    into a walk of the whole position index)."""
+    pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    sql = "(strpos(search_text, %s) > 0 AND search_text LIKE %s)"
+    return RawSQL(sql, (text, pattern), output_field=BooleanField())
 
 
 def _json_scalar(value: str) -> int | float | bool | None:

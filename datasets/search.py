@@ -4,8 +4,8 @@ A trigram GIN index answers `LIKE '%text%'` for any substring, but keeping it co
 ~0.5 ms of CPU per imported dialog (a few hundred trigrams each), which made it most of a large
 import's time. The importer therefore also writes each item's distinct words (`search_words`, a
 tsvector literal built here, so the server does no text parsing) and a GIN index covers them: a
-tenth of the keys. A search for "zebra cross" asks the index for items with a word starting with
-"zebra" and one starting with "cross", then checks `search_text LIKE '%zebra cross%'` on those.
+tenth of the keys. A search for "zebra cross" asks the index for items with the word "zebra" and a
+word starting with "cross", then checks that the text of those contains "zebra cross".
 So a search finds text that contains what was typed, starting at the beginning of a word; it no
 longer finds a fragment from inside a word ("ebra"). SQLite keeps scanning search_text.
 """
@@ -81,9 +81,19 @@ def is_one_word(query: str) -> bool:
 
 def words_query(query: str) -> str | None:
     """The tsquery literal that finds every item whose text may contain `query` from the start of a
-    word: each word of the query is a prefix of a word of the item. None when the query has no word."""
-    words = words_of(query.lower())
-    if not words:
+    word: each word of the query is a word of the item, the last one a prefix of a word (unless the query
+    goes on after it: "zebra cross" is 'zebra' & 'cross':*). A query word followed by a character that ends
+    a word is a whole word wherever the query matches from a word's start, and GIN finds a whole word
+    several times faster than a prefix (a prefix's items are gathered into a bitmap first). None when the
+    query has no word."""
+    lowered = query.lower()
+    found = list(WORD.finditer(lowered))
+    if not found:
         return None
-    wanted = " & ".join(f"'{word}':*" for word in sorted(words))
-    return f"({wanted}) | {UNINDEXED}"
+    whole = {match.group()[:WORD_CHARS] for match in found[:-1]}
+    last = found[-1].group()[:WORD_CHARS]
+    if found[-1].end() < len(lowered) or last in whole:
+        whole.add(last)
+        last = ""
+    terms = [f"'{word}'" for word in sorted(whole)] + ([f"'{last}':*"] if last else [])
+    return f"({' & '.join(terms)}) | {UNINDEXED}"

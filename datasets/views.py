@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+from typing import Any
+from urllib.parse import urlencode
+
 from django.contrib.auth.decorators import login_required
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, QueryDict
@@ -127,35 +130,84 @@ def dataset_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     size = size if size in PAGE_SIZES else 50
     items, problem = _filtered_items(dataset, query=query, meta=meta)
     filtered = bool(query or meta)
-    total = _count(dataset, items, filtered=filtered)
     page = max(1, _int(request.GET.get("page"), 1))
-    pages = max(1, -(-min(total, COUNT_CAP if filtered else total) // size))
-    page = min(page, pages)
-    start = (page - 1) * size
+    counting = filtered and request.GET.get("count") == "1"
+    if counting and getattr(request, "htmx", False):
+        counted = _count(dataset, items, filtered=True)
+        return render(
+            request, "datasets/dataset_detail.html#total", _totals(counted, size=size, filtered=True)
+        )
+    total: int | None
     if filtered:
-        rows = list(items.defer("search_text")[start : start + size])
+        rows, total, page = _filtered_page(dataset, items, page=page, size=size, count=counting)
     else:
+        total = _count(dataset, items, filtered=False)
+        page = min(page, _pages(total, size))
         # Positions run 0..n-1 (the importer numbers items densely and appends after the last), so a
         # deep page is an index range rather than an OFFSET that walks every earlier row.
-        rows = list(items.filter(position__gte=start).defer("search_text")[:size])
+        rows = list(items.filter(position__gte=(page - 1) * size).defer("search_text")[:size])
+    totals = _totals(total, size=size, filtered=filtered)
+    more = len(rows) > size if filtered else page < totals["pages"]  # a filtered page reads one row more
+    rows = rows[:size]
+    first = (page - 1) * size + 1
     context = {
         "project": project,
         "dataset": dataset,
         "items": rows,
         "query": query,
         "meta": meta,
-        "size": size,
         "sizes": PAGE_SIZES,
         "page": page,
-        "pages": pages,
-        "total": total,
-        "capped": filtered and total > COUNT_CAP,
-        "filtered": filtered,
+        "more": more,
         "problem": problem,
-        "first": (page - 1) * size + 1 if rows else 0,
-        "last": (page - 1) * size + len(rows),
+        "first": first if rows else 0,
+        "last": first + len(rows) - 1,
+        "count_url": _count_url(request, query=query, meta=meta, size=size, page=page)
+        if total is None
+        else "",
+        **totals,
     }
     return render(request, _template(request, "datasets/dataset_detail.html", "items"), context)
+
+
+def _filtered_page(
+    dataset: Dataset, items: QuerySet[Item], *, page: int, size: int, count: bool
+) -> tuple[list[Item], int | None, int]:
+    """A page of matching items plus the next one (whether there are more), their total and the page shown.
+    Counting every match of a frequent phrase means reading the text of most of the dataset, while its first
+    page is found among the first few thousand items: unless this page shows the last match or `count` asks
+    for it, the total is None and the page fetches it with a second request (htmx, `count=1`)."""
+    rows = list(items.defer("search_text")[(page - 1) * size : page * size + 1])
+    if len(rows) <= size and (rows or page == 1):
+        return rows, (page - 1) * size + len(rows), page
+    if rows and not count:
+        return rows, None, page
+    total = _count(dataset, items, filtered=True)
+    if rows:
+        return rows, total, page
+    last = _pages(min(total, COUNT_CAP), size)  # a page past the last match: show the last one
+    return list(items.defer("search_text")[(last - 1) * size : last * size]), total, last
+
+
+def _pages(total: int, size: int) -> int:
+    return max(1, -(-total // size))
+
+
+def _totals(total: int | None, *, size: int, filtered: bool) -> dict[str, Any]:
+    """The count's part of the page: total (None: not counted yet), whether it reached the cap, pages."""
+    return {
+        "total": total,
+        "capped": filtered and total is not None and total > COUNT_CAP,
+        "pages": 0 if total is None else _pages(min(total, COUNT_CAP) if filtered else total, size),
+        "size": size,
+        "filtered": filtered,
+    }
+
+
+def _count_url(request: HttpRequest, *, query: str, meta: str, size: int, page: int) -> str:
+    """The page again with its matches counted: htmx asks for the count alone, a plain link for the page."""
+    params = {"q": query, "meta": meta, "size": size, "page": page, "count": 1}
+    return f"{request.path}?{urlencode(params)}"
 
 
 def _int(raw: str | None, default: int) -> int:

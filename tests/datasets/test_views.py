@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -208,7 +209,35 @@ def test_dataset_page_queries_do_not_grow_with_page_size_or_dataset(researcher_c
     baseline = queries(small, size=25)
     assert queries(large, size=200) == baseline
     assert queries(large, size=25, page=5) == baseline
-    assert queries(large, size=200, q="topic", meta="topic=music") == baseline + 1  # the capped COUNT
+    # Filtered: the matches fit on the page, so they are their own count; else the COUNT is a second request.
+    assert queries(large, size=200, q="topic", meta="topic=music") == baseline
+    assert queries(large, size=25, q="topic", meta="topic=music") == baseline
+    assert queries(large, size=25, q="topic", meta="topic=music", count=1) == baseline + 1
+
+
+def test_a_full_page_of_matches_leaves_its_count_to_a_second_request(researcher_client, project, imported):
+    dataset = imported(60)
+    url = reverse("dataset_detail", args=[project.slug, dataset.pk])
+    content = researcher_client.get(url, {"q": "topic", "size": 25}).content.decode()
+    assert "Items 1–25 of" in content and ">d-24<" in content and "Page 1</span>" in content
+    found = re.search(
+        r'<a id="total" href="([^"]+)" hx-get="\1" hx-trigger="load"[^>]*>more than 25</a>', content
+    )
+    assert found is not None
+    count_url = found.group(1).replace("&amp;", "&")
+    partial = researcher_client.get(count_url, headers={"HX-Request": "true"}).content.decode()
+    assert partial.strip() == "60"
+    page = researcher_client.get(count_url).content.decode()  # the link without htmx: the page, counted
+    assert "Items 1–25 of 60 matching" in page and "Page 1 of 3" in page
+
+
+def test_filtered_pages_past_the_last_match_show_the_last_one(researcher_client, project, imported):
+    dataset = imported(60)
+    url = reverse("dataset_detail", args=[project.slug, dataset.pk])
+    content = researcher_client.get(url, {"meta": "topic=sports", "size": 25, "page": 9}).content.decode()
+    assert "Items 26–40 of 40 matching" in content and "Page 2 of 2" in content
+    middle = researcher_client.get(url, {"meta": "topic=sports", "size": 25, "page": 2, "count": 1})
+    assert "Items 26–40 of 40 matching" in middle.content.decode()
 
 
 def test_htmx_search_returns_only_the_items_partial(researcher_client, project, imported):
