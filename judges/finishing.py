@@ -9,8 +9,9 @@ already in flight.
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
-from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -31,8 +32,11 @@ if TYPE_CHECKING:
 # Each thread holds its own database connection: keep this pool small (connections per worker
 # process = its pool threads + these + the claimers).
 FINISHER_THREADS = 4
-# Done calls stored in one transaction at most; a batch is whatever waits when a finisher gets to it.
+# Done calls stored in one transaction at most.
 FINISH_BATCH = 32
+# A batch is what arrives within this long of its first call (without the wait, nearly every batch held
+# one call: a transaction per call). The lanes do not wait for it, only a lane's end does.
+FINISH_GATHER_SECONDS = 0.05
 # What a judge writes on an item's rating (and compares when it is written again).
 JUDGE_RATING_FIELDS = ("value", "parse_failed", "explanation", "raw_output", "details")
 CALL_FIELDS = {column.name: column for column in JudgeCall._meta.concrete_fields}
@@ -40,7 +44,8 @@ RATING_COLUMNS = [column for column in Rating._meta.concrete_fields if not colum
 RATING_KEY = ("evaluation_id", "rater_id", "item_id", "rubric_version_id")  # the unique constraint's columns
 
 _finisher = ThreadPoolExecutor(max_workers=FINISHER_THREADS, thread_name_prefix="judge-finish")
-_waiting: deque[Finish] = deque()  # append and popleft are atomic: no lock needed
+_waiting: list[Finish] = []  # the batch being gathered
+_waiting_lock = threading.Lock()
 
 
 @dataclass
@@ -60,8 +65,11 @@ def finish_later(ctx: LaneContext, call: JudgeCall, token: uuid.UUID, fields: di
     if ctx.calls_per_item != 1:
         return _finisher.submit(_finish_one, ctx, call, token, fields)
     finish = Finish(ctx, call, token, fields)
-    _waiting.append(finish)
-    _finisher.submit(_finish_waiting)
+    with _waiting_lock:
+        _waiting.append(finish)
+        first = len(_waiting) == 1
+    if first:  # a new batch: one finisher stores it, and whatever joins it, once it has gathered
+        _finisher.submit(_finish_waiting)
     return finish.stored
 
 
@@ -71,24 +79,22 @@ def _finish_one(ctx: LaneContext, call: JudgeCall, token: uuid.UUID, fields: dic
 
 
 def _finish_waiting() -> None:
-    """Store what is waiting (another finisher may have taken it all already)."""
-    batch: list[Finish] = []
-    while _waiting and len(batch) < FINISH_BATCH:
-        try:
-            batch.append(_waiting.popleft())
-        except IndexError:
-            break
-    if not batch:
-        return
+    """Store the batch that gathered (in transactions of at most FINISH_BATCH calls)."""
+    time.sleep(FINISH_GATHER_SECONDS)
+    with _waiting_lock:
+        waiting = _waiting[:]
+        _waiting.clear()
     close_old_connections()
-    try:
-        stored = store_finishes(batch)
-    except BaseException as error:  # the lanes see it when they wait for their finishes
-        for finish in batch:
-            finish.stored.set_exception(error)
-        return
-    for finish, ok in zip(batch, stored, strict=True):
-        finish.stored.set_result(ok)
+    for start in range(0, len(waiting), FINISH_BATCH):
+        batch = waiting[start : start + FINISH_BATCH]
+        try:
+            stored = store_finishes(batch)
+        except BaseException as error:  # the lanes see it when they wait for their finishes
+            for finish in batch:
+                finish.stored.set_exception(error)
+            continue
+        for finish, ok in zip(batch, stored, strict=True):
+            finish.stored.set_result(ok)
 
 
 def store_finishes(batch: list[Finish]) -> list[bool]:
