@@ -6,7 +6,8 @@ Starts its own pieces and stops them at the end: a redis-server on 127.0.0.1:847
 `manage.py fake_llm` on 127.0.0.1:8477 and one Celery worker (threads pool), all against a PostgreSQL
 database of its own (bench_concord_judges, recreated each time). Prints for each scenario the wall time
 from launch to the run's end, its ratio to the limit (calls x latency / concurrency), the worker's CPU
-time per call, and checks every call was done exactly once (rows counted).
+time per call (and the simulated model's per request), and checks every call was done exactly once (rows
+counted).
 """
 
 from __future__ import annotations
@@ -113,6 +114,7 @@ def scenario(
     evaluation,
     version,
     workers,
+    fake,
     model: str,
     concurrency: int,
     limit: float,
@@ -138,6 +140,8 @@ def scenario(
     )
     processes = [psutil.Process(worker.pid) for worker in workers]
     times_before = [process.cpu_times() for process in processes]
+    fake_process = psutil.Process(fake.pid)
+    fake_before = fake_process.cpu_times()
     started = time.monotonic()
     run = services.launch_run(judge=judge, evaluation=evaluation, rubric_version=version)
     deadline = started + 10 * limit + 60
@@ -148,11 +152,13 @@ def scenario(
             break
     wall = time.monotonic() - started
     times_after = [process.cpu_times() for process in processes]
+    fake_after = fake_process.cpu_times()
     user = sum(after.user - before.user for before, after in zip(times_before, times_after, strict=True))
     system = sum(
         after.system - before.system for before, after in zip(times_before, times_after, strict=True)
     )
     cpu = user + system
+    fake_cpu = fake_after.user + fake_after.system - fake_before.user - fake_before.system
     calls = run.calls
     attempts = sum(calls.values_list("attempts", flat=True))
     result = {
@@ -169,6 +175,7 @@ def scenario(
         "ratings": Rating.objects.filter(rater=run.rater).count(),
         "http_attempts": attempts,
         "retried_calls": calls.filter(attempts__gt=1).count(),
+        "fake_server_cpu_ms_per_request": round(1000 * fake_cpu / max(attempts, 1), 2),
     }
     result["exactly_once"] = (
         result["done"] == result["distinct_calls"] == result["ratings"] == run.total_calls
@@ -267,6 +274,7 @@ def main() -> int:
             "evaluation": evaluation,
             "version": version,
             "workers": workers,
+            "fake": fake,
             "concurrency": args.concurrency,
             "limit": limit,
         }

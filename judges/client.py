@@ -13,11 +13,13 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlencode
 
+import orjson
 from django.conf import settings
 from django.views.decorators.debug import sensitive_variables
 
@@ -40,6 +42,8 @@ ENVIRONMENT_HEADERS = {"openai-organization", "openai-project"}
 MIN_SECRET_LENGTH = 8
 KEY_SHAPE_RE = re.compile(r"\b(?:sk|key|api[-_]?key)[-_][A-Za-z0-9*_\-.]{3,}", re.I)
 LOGPROB_TOKENS_KEPT = 8
+# What a URL path segment may hold unescaped (RFC 3986 pchar), as the openai client quotes a deployment.
+PATH_SAFE = "!$&'()*+,;=:@"
 
 
 class EndpointError(Exception):
@@ -204,24 +208,116 @@ def connection_error(error: Exception) -> EndpointError:
     return TransientError(COULD_NOT_CONNECT)
 
 
+@dataclass(frozen=True)
+class ChatEndpoint:
+    """Where one judge's chat completions are posted: the URL and headers the openai client would send
+    (Azure: /openai/deployments/{model}/chat/completions?api-version=..., the key in api-key), made once."""
+
+    url: str
+    headers: dict[str, str]
+    http: httpx2.Client
+    timeout: dict[str, float | None]
+
+
+_endpoints: dict[tuple[str, str, float, bool, str], ChatEndpoint] = {}
+
+
+@sensitive_variables("api_key")  # never in an error report
+def chat_endpoint(*, base_url: str, api_key: str, timeout: float, azure: bool, model: str) -> ChatEndpoint:
+    """One per endpoint, key, timeout and model, shared by a worker's threads (with its connection pool)."""
+    import httpx2
+    import openai
+
+    from .endpoints import azure_endpoint
+
+    key = (base_url, api_key, timeout, azure, model)
+    with _clients_lock:
+        endpoint = _endpoints.get(key)
+        if endpoint is None:
+            headers = {
+                "Accept": "application/json",
+                "Content-Type": "application/json",
+                "User-Agent": f"OpenAI/Python {openai.__version__}",
+            }
+            if azure:
+                resource, version = azure_endpoint(base_url)
+                deployment = quote(model, safe=PATH_SAFE)
+                query = urlencode({"api-version": version})
+                url = f"{resource}/openai/deployments/{deployment}/chat/completions?{query}"
+                headers.update({"api-key": api_key} if api_key else {})
+            else:
+                url = f"{base_url.rstrip('/')}/chat/completions"
+                headers.update({"Authorization": f"Bearer {api_key}"} if api_key else {})
+            timeouts = httpx2.Timeout(timeout).as_dict()
+            endpoint = ChatEndpoint(url, headers, safe_http_client(api_key=api_key), timeouts)
+            _endpoints[key] = endpoint
+        return endpoint
+
+
 @sensitive_variables("api_key")
 def chat(*, base_url: str, api_key: str, timeout: float, request: dict, azure: bool = False) -> Reply:
-    """Send one chat completion request (`request` holds model, messages and parameters)."""
-    client = get_client(base_url=base_url, api_key=api_key, timeout=timeout, azure=azure)
+    """Send one chat completion request (`request` holds model, messages and parameters).
+
+    Posted with the safe HTTP client directly rather than through the openai client, whose per-request
+    machinery (options, headers, retry and auth wrappers, response classes) cost more worker CPU than the
+    rest of a judge call; the URL, headers, errors and their messages are the same."""
+    endpoint = chat_endpoint(
+        base_url=base_url, api_key=api_key, timeout=timeout, azure=azure, model=str(request.get("model", ""))
+    )
     started = time.monotonic()
-    with endpoint_errors(api_key, timeout):
-        # The client's low-level post, as its docs show for any endpoint: same HTTP layer, errors and
-        # auth, without validating the request against the typed params and the reply into pydantic
-        # models, which cost more CPU than everything else a judge call does.
-        completion = client.post("/chat/completions", body=request, cast_to=object)
+    completion = _post(endpoint, orjson.dumps(request), api_key=api_key, timeout=timeout)
     latency_ms = (time.monotonic() - started) * 1000
     if not isinstance(completion, dict):
-        # Not JSON (the client hands back the text): a web page or another API at this URL.
+        # Not JSON (the text is handed back, as the openai client does): a web page or another API here.
         raise PermanentError(
             f"{base_url} is not an OpenAI-compatible API: /chat/completions answered "
             f"{_shape(completion)} instead of a chat.completion JSON object"
         )
     return reply_from(completion, api_key=api_key, latency_ms=latency_ms)
+
+
+@sensitive_variables("api_key")
+def _post(endpoint: ChatEndpoint, body: bytes, *, api_key: str, timeout: float) -> Any:
+    """The JSON an endpoint answered (or its text, when it is not JSON); EndpointErrors as the openai
+    client's exceptions become in `endpoint_errors`."""
+    import httpx2
+
+    request = httpx2.Request(
+        "POST", endpoint.url, headers=endpoint.headers, content=body, extensions={"timeout": endpoint.timeout}
+    )
+    try:
+        response = endpoint.http.send(request)
+    except httpx2.TimeoutException:
+        raise TransientError(f"timed out after {timeout:g} s") from None
+    except httpx2.TransportError as error:
+        raise connection_error(error) from None
+    if not response.is_success:
+        raise status_error(
+            response.status_code,
+            _body(response.text),
+            text=response.text,
+            headers=response.headers,
+            api_key=api_key,
+        )
+    if not response.headers.get("content-type", "*").split(";")[0].endswith("json"):
+        return response.text
+    try:
+        return orjson.loads(response.content)
+    except orjson.JSONDecodeError:
+        try:
+            return json.loads(response.text)  # json's value where orjson is stricter (NaN), or json's error
+        except ValueError as error:
+            raise TransientError(
+                f"malformed response from the endpoint: {redact(str(error), api_key)}"
+            ) from None
+
+
+def _body(text: str) -> Any:
+    """An error response's body as the openai client reads it: its JSON, else its text."""
+    try:
+        return json.loads(text.strip())
+    except ValueError:
+        return text.strip()
 
 
 @sensitive_variables("api_key")
@@ -315,14 +411,29 @@ def redact(text: str, api_key: str) -> str:
 
 
 def _status_error(error: openai.APIStatusError, api_key: str) -> EndpointError:
-    status = error.status_code
-    detail = redact(_error_message(error), api_key)
-    code, param = _error_fields(error.body)
+    return status_error(
+        error.status_code,
+        error.body,
+        text=error.response.text,
+        headers=error.response.headers,
+        api_key=api_key,
+    )
+
+
+def status_error(
+    status: int, body: Any, *, text: str, headers: Mapping[str, str], api_key: str
+) -> EndpointError:
+    """The EndpointError for an HTTP error answer: its status, error body (any provider's shape; `text`
+    when none is recognised) and Retry-After headers; nothing of the key or a server secret in it."""
+    detail = redact(_error_message(body, text), api_key)
+    code, param = _error_fields(body)
     if status == 429:
-        return TransientError(f"rate limited (429): {detail}", status=status, retry_after=_retry_after(error))
+        return TransientError(
+            f"rate limited (429): {detail}", status=status, retry_after=_retry_after(headers)
+        )
     if status >= 500 or status in (408, 409):
         return TransientError(
-            f"server error ({status}): {detail}", status=status, retry_after=_retry_after(error)
+            f"server error ({status}): {detail}", status=status, retry_after=_retry_after(headers)
         )
     if status in (401, 403):
         return PermanentError(
@@ -355,16 +466,15 @@ def _error_fields(body: Any) -> tuple[str | None, str | None]:
     return (str(code) if code else None), (str(param) if param else None)
 
 
-def _error_message(error: openai.APIStatusError) -> str:
-    inner = _error_body(error.body)
+def _error_message(body: Any, text: str) -> str:
+    inner = _error_body(body)
     if inner is not None:
         return str(inner["message"])
-    raw = error.response.text.strip().replace("\n", " ")
+    raw = text.strip().replace("\n", " ")
     return f"an error body Concord does not recognise: {raw[:200]!r}"
 
 
-def _retry_after(error: openai.APIStatusError) -> float | None:
-    headers = error.response.headers
+def _retry_after(headers: Mapping[str, str]) -> float | None:
     for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
         raw = headers.get(name)
         if raw:

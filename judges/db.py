@@ -10,6 +10,12 @@ def claims_in_one_statement() -> bool:
     return connection.vendor == "postgresql"
 
 
+def writes_in_one_statement() -> bool:
+    """Whether finished calls and their new ratings are written one statement for many rows (PostgreSQL:
+    UPDATE ... FROM VALUES and INSERT ... ON CONFLICT DO NOTHING RETURNING), rather than row by row."""
+    return connection.vendor == "postgresql"
+
+
 def helper_threads_see_our_writes() -> bool:
     """Whether rows this connection wrote are visible to a helper thread's own connection. Not inside an
     open transaction (a test wrapped in one), where claiming ahead and finishing stay on this thread."""

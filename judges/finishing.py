@@ -9,8 +9,9 @@ already in flight.
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
-from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -19,8 +20,9 @@ from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from evaluations.models import Rating
-from rating.revisions import save_ratings
+from rating.revisions import key_of, save_ratings
 
+from . import db
 from .aggregate import aggregate_calls
 from .models import JudgeCall
 
@@ -30,14 +32,20 @@ if TYPE_CHECKING:
 # Each thread holds its own database connection: keep this pool small (connections per worker
 # process = its pool threads + these + the claimers).
 FINISHER_THREADS = 4
-# Done calls stored in one transaction at most; a batch is whatever waits when a finisher gets to it.
+# Done calls stored in one transaction at most.
 FINISH_BATCH = 32
+# A batch is what arrives within this long of its first call (without the wait, nearly every batch held
+# one call: a transaction per call). The lanes do not wait for it, only a lane's end does.
+FINISH_GATHER_SECONDS = 0.05
 # What a judge writes on an item's rating (and compares when it is written again).
 JUDGE_RATING_FIELDS = ("value", "parse_failed", "explanation", "raw_output", "details")
 CALL_FIELDS = {column.name: column for column in JudgeCall._meta.concrete_fields}
+RATING_COLUMNS = [column for column in Rating._meta.concrete_fields if not column.primary_key]
+RATING_KEY = ("evaluation_id", "rater_id", "item_id", "rubric_version_id")  # the unique constraint's columns
 
 _finisher = ThreadPoolExecutor(max_workers=FINISHER_THREADS, thread_name_prefix="judge-finish")
-_waiting: deque[Finish] = deque()  # append and popleft are atomic: no lock needed
+_waiting: list[Finish] = []  # the batch being gathered
+_waiting_lock = threading.Lock()
 
 
 @dataclass
@@ -57,8 +65,11 @@ def finish_later(ctx: LaneContext, call: JudgeCall, token: uuid.UUID, fields: di
     if ctx.calls_per_item != 1:
         return _finisher.submit(_finish_one, ctx, call, token, fields)
     finish = Finish(ctx, call, token, fields)
-    _waiting.append(finish)
-    _finisher.submit(_finish_waiting)
+    with _waiting_lock:
+        _waiting.append(finish)
+        first = len(_waiting) == 1
+    if first:  # a new batch: one finisher stores it, and whatever joins it, once it has gathered
+        _finisher.submit(_finish_waiting)
     return finish.stored
 
 
@@ -68,38 +79,44 @@ def _finish_one(ctx: LaneContext, call: JudgeCall, token: uuid.UUID, fields: dic
 
 
 def _finish_waiting() -> None:
-    """Store what is waiting (another finisher may have taken it all already)."""
-    batch: list[Finish] = []
-    while _waiting and len(batch) < FINISH_BATCH:
-        try:
-            batch.append(_waiting.popleft())
-        except IndexError:
-            break
-    if not batch:
-        return
+    """Store the batch that gathered (in transactions of at most FINISH_BATCH calls)."""
+    time.sleep(FINISH_GATHER_SECONDS)
+    with _waiting_lock:
+        waiting = _waiting[:]
+        _waiting.clear()
     close_old_connections()
-    try:
-        stored = store_finishes(batch)
-    except BaseException as error:  # the lanes see it when they wait for their finishes
-        for finish in batch:
-            finish.stored.set_exception(error)
-        return
-    for finish, ok in zip(batch, stored, strict=True):
-        finish.stored.set_result(ok)
+    for start in range(0, len(waiting), FINISH_BATCH):
+        batch = waiting[start : start + FINISH_BATCH]
+        try:
+            stored = store_finishes(batch)
+        except BaseException as error:  # the lanes see it when they wait for their finishes
+            for finish in batch:
+                finish.stored.set_exception(error)
+            continue
+        for finish, ok in zip(batch, stored, strict=True):
+            finish.stored.set_result(ok)
 
 
 def store_finishes(batch: list[Finish]) -> list[bool]:
     """Store done calls of one call per item, and their ratings, in one transaction; per call, whether
-    its claim still held. Rows are updated in id order, so two batches never wait for each other."""
+    its claim still held. On PostgreSQL that is two statements for the whole batch (the calls' UPDATE
+    locks their rows in id order, so two batches never wait for each other in a cycle)."""
     now = timezone.now()
-    stored = [False] * len(batch)
+    fields = [{**finish.fields, "finished_at": now, "claim_token": None} for finish in batch]
     with transaction.atomic():
-        for index in sorted(range(len(batch)), key=lambda i: batch[i].call.pk):
-            finish = batch[index]
-            fields = {**finish.fields, "finished_at": now, "claim_token": None}
-            stored[index] = update_claimed_call(finish.call.pk, finish.token, fields)
-            if stored[index]:
-                _apply(finish.call, fields)
+        if db.writes_in_one_statement():
+            held = update_claimed_calls(
+                [(f.call.pk, f.token, values) for f, values in zip(batch, fields, strict=True)]
+            )
+            stored = [finish.call.pk in held for finish in batch]
+        else:
+            order = sorted(range(len(batch)), key=lambda i: batch[i].call.pk)
+            stored = [False] * len(batch)
+            for index in order:
+                stored[index] = update_claimed_call(batch[index].call.pk, batch[index].token, fields[index])
+        for finish, values, ok in zip(batch, fields, stored, strict=True):
+            if ok:
+                _apply(finish.call, values)
         store_ratings(
             [rating_for(f.ctx, f.call.item_id, [f.call]) for f, ok in zip(batch, stored, strict=True) if ok]
         )
@@ -156,6 +173,43 @@ def update_claimed_call(call_id: int, token: uuid.UUID, fields: dict[str, Any]) 
         return cursor.rowcount == 1
 
 
+UPDATE_CALLS_SQL = """
+WITH locked AS MATERIALIZED (SELECT id FROM {calls} WHERE id = ANY(%s) ORDER BY id FOR UPDATE)
+UPDATE {calls} SET {assignments}
+FROM (VALUES {rows}) AS given (given_id, given_token, {names}), locked
+WHERE {calls}.id = given.given_id AND locked.id = given.given_id
+  AND {calls}.status = %s AND {calls}.claim_token = given.given_token
+RETURNING {calls}.id
+"""
+
+
+def update_claimed_calls(calls: list[tuple[int, uuid.UUID, dict[str, Any]]]) -> set[int]:
+    """`update_claimed_call` for several calls with the same fields in one statement (PostgreSQL); the
+    ids whose claim held. Rows are locked in id order, so two batches never wait for each other in a
+    cycle; each call is a row of VALUES typed with its columns' types."""
+    names = list(calls[0][2])
+    if any(list(fields) != names for _, _, fields in calls):
+        return {pk for pk, token, fields in calls if update_claimed_call(pk, token, fields)}
+    columns = [CALL_FIELDS[name] for name in ("id", "claim_token", *names)]
+    row = "(" + ", ".join(f"%s::{column.db_type(connection)}" for column in columns) + ")"
+    sql = UPDATE_CALLS_SQL.format(
+        calls=JudgeCall._meta.db_table,
+        assignments=", ".join(f"{column.column} = given.given_{column.column}" for column in columns[2:]),
+        rows=", ".join([row] * len(calls)),
+        names=", ".join(f"given_{column.column}" for column in columns[2:]),
+    )
+    values: list[Any] = [[pk for pk, _, _ in calls]]
+    for pk, token, fields in calls:
+        values += [
+            pk,
+            token,
+            *(CALL_FIELDS[name].get_db_prep_save(fields[name], connection) for name in names),
+        ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*values, JudgeCall.Status.CLAIMED])
+        return {pk for (pk,) in cursor.fetchall()}
+
+
 # -- the item's rating --------------------------------------------------------------------------
 def rating_for(ctx: LaneContext, item_id: int, calls: list[JudgeCall]) -> Rating:
     fields = aggregate_calls(calls, kind=ctx.kind, scale_values=ctx.version.scale_values)
@@ -170,6 +224,35 @@ def rating_for(ctx: LaneContext, item_id: int, calls: list[JudgeCall]) -> Rating
 
 def store_ratings(ratings: list[Rating]) -> None:
     """New ratings are created; one written again (a resumed or repeated run) is revised with its earlier
-    value kept, as people's are (rating.revisions, the one way to revise a rating)."""
+    value kept, as people's are (rating.revisions, the one way to revise a rating). On PostgreSQL the new
+    ones go in with one INSERT ... ON CONFLICT DO NOTHING, and only those already stored are read."""
+    if ratings and db.writes_in_one_statement():
+        ratings = insert_new_ratings(ratings)
     if ratings:
         save_ratings(ratings, fields=JUDGE_RATING_FIELDS)
+
+
+def insert_new_ratings(ratings: list[Rating]) -> list[Rating]:
+    """INSERT the ratings whose key (evaluation, rater, item, rubric version) is not stored yet; returns
+    the others, left for `save_ratings` to revise. Any other constraint still refuses a bad row."""
+    quote = connection.ops.quote_name
+    columns = [str(column.column) for column in RATING_COLUMNS]
+    placeholders = "(" + ", ".join(["%s"] * len(columns)) + ")"
+    values: list[Any] = []
+    for rating in ratings:
+        values += [
+            column.get_db_prep_save(column.pre_save(rating, add=True), connection)
+            for column in RATING_COLUMNS
+        ]
+    key = [quote(name) for name in RATING_KEY]
+    sql = (
+        f"INSERT INTO {quote(Rating._meta.db_table)} ({', '.join(quote(c) for c in columns)}) "
+        f"VALUES {', '.join([placeholders] * len(ratings))} ON CONFLICT ({', '.join(key)}) DO NOTHING "
+        f"RETURNING {', '.join(key)}, {quote('id')}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, values)
+        created = {tuple(key): pk for *key, pk in cursor.fetchall()}
+    for rating in ratings:
+        rating.pk = created.get(key_of(rating))
+    return [rating for rating in ratings if rating.pk is None]
