@@ -67,10 +67,10 @@ def vs_each_human(ctx: Context, col: int, usable: np.ndarray) -> dict:
     """Pooled percent agreement over (model, person) pairs; other figures per person, weighted by items."""
     values, codes = ctx.matrix.values, ctx.matrix.codes
     per_person = []
+    vc = ctx.matrix.value_codes
     for h in ctx.human_cols:
-        shared = usable & np.isfinite(values[:, h])
-        if shared.any():
-            vc = ctx.matrix.value_codes
+        shared = ctx.rated_rows[h][usable[ctx.rated_rows[h]]]
+        if shared.shape[0]:
             entry = two_raters(
                 ctx,
                 codes[shared, col],
@@ -79,7 +79,7 @@ def vs_each_human(ctx: Context, col: int, usable: np.ndarray) -> dict:
                 values[shared, h],
                 value_codes=(vc[shared, col], vc[shared, h]),
             )
-            entry["items"] = int(shared.sum())
+            entry["items"] = int(shared.shape[0])
             per_person.append(entry)
     if not per_person:
         return {"items": 0, "why": {"all": "no item rated by both the model and a person"}}
@@ -169,8 +169,14 @@ def headline_intervals(ctx: Context, col: int, usable: np.ndarray, humans_n: np.
         axis=1,
     )
     names = _headline_names(ctx)
+    members = np.nonzero(usable)[0]
     point, ci = st.bootstrap(
-        rows, lambda u, w: _headline_figures(ctx, u, w, names), resamples=ctx.resamples, seed=ctx.seed
+        rows,
+        lambda u, w: _headline_figures(ctx, u, w, names),
+        resamples=ctx.resamples,
+        seed=ctx.seed,
+        shared=ctx.resampler,
+        members=members,
     )
     intervals = {name: interval(ci, k) for k, name in enumerate(names)}
     if ctx.data.is_likert:
@@ -182,6 +188,8 @@ def headline_intervals(ctx: Context, col: int, usable: np.ndarray, humans_n: np.
             lambda u, w: _numeric_headline(ctx, u, w, mean_levels),
             resamples=ctx.resamples,
             seed=ctx.seed,
+            shared=ctx.resampler,
+            members=members,
         )
         intervals.update({name: interval(numeric_ci, k) for k, name in enumerate(numeric_names)})
     verdict = make_verdict(ctx, point, ci, names, int(comparable.sum()))

@@ -40,6 +40,8 @@ def human_human(ctx: Context, names: list[str]) -> dict:
         lambda u, w: _human_figures(ctx, u, w, headline, levels),
         resamples=ctx.resamples,
         seed=ctx.seed,
+        shared=ctx.resampler,
+        members=np.nonzero(mask)[0],
     )
     whys = {
         "krippendorff_alpha": f"{st.ALL_IDENTICAL}: alpha undefined",
@@ -105,20 +107,21 @@ def _human_figures(
 
 def human_pairs(ctx: Context, names: list[str]) -> list[dict]:
     pairs = []
+    matrix = ctx.matrix
     for a, b in itertools.combinations(range(len(ctx.human_cols)), 2):
-        x, y = ctx.matrix.values[:, a], ctx.matrix.values[:, b]
-        shared = np.isfinite(x) & np.isfinite(y)
-        if not shared.any():
+        rows_a = ctx.rated_rows[a]
+        shared = rows_a[np.isfinite(matrix.values[rows_a, b])]
+        if not shared.shape[0]:
             continue
-        entry = {"a": names[a], "b": names[b], "items": int(shared.sum())}
+        entry = {"a": names[a], "b": names[b], "items": int(shared.shape[0])}
         entry.update(
             two_raters(
                 ctx,
-                ctx.matrix.codes[shared, a],
-                ctx.matrix.codes[shared, b],
-                x[shared],
-                y[shared],
-                value_codes=(ctx.matrix.value_codes[shared, a], ctx.matrix.value_codes[shared, b]),
+                matrix.codes[shared, a],
+                matrix.codes[shared, b],
+                matrix.values[shared, a],
+                matrix.values[shared, b],
+                value_codes=(matrix.value_codes[shared, a], matrix.value_codes[shared, b]),
             )
         )
         pairs.append(entry)
