@@ -7,7 +7,19 @@ import itertools
 import numpy as np
 
 from agreement import statistics as st
-from agreement.tables import Context, figure, interval, items_with, mean_pair_kappa, two_raters, weighted_mean
+from agreement.tables import (
+    Context,
+    figure,
+    interval,
+    items_with,
+    mean_kappa,
+    mean_pair_kappa,
+    people_pair_tables,
+    people_pairs,
+    shares_people_tables,
+    two_raters,
+    weighted_mean,
+)
 
 
 def human_human(ctx: Context, names: list[str]) -> dict:
@@ -99,9 +111,11 @@ def _human_figures(
             out.append(st._divide(sums[:, width], sums[:, width + 1]))
         elif metric == "agreement_without_ties":
             out.append(st._divide(sums[:, width + 2], sums[:, width + 3]))
+        elif metric == "cohen_kappa" and shares_people_tables(ctx):
+            # Every item of these rows and no other has two or more people: the tables over all items.
+            out.append(mean_kappa(ctx, people_pair_tables(ctx)))
         elif metric == "cohen_kappa":
-            combinations = list(itertools.combinations(range(codes.shape[1]), 2))
-            out.append(mean_pair_kappa(ctx, codes, w, combinations, anchor=unique))
+            out.append(mean_pair_kappa(ctx, codes, w, people_pairs(ctx), anchor=unique))
     return np.stack(out, axis=1)
 
 

@@ -638,6 +638,8 @@ class ItemResamples:
     for it alone, at the cost of one set of draws per report instead of one per group. Chunks of
     resamples are kept (one byte per item and resample) up to `keep` bytes, and otherwise drawn again
     from the same seed each time they are asked for, so the weights never depend on what was kept.
+    While `of` hands out a chunk, `chunk` is its number: figures of one group can then take sums over
+    other items in the same resamples (`weights`), e.g. to share tables between groups.
     """
 
     items: int
@@ -645,14 +647,25 @@ class ItemResamples:
     seed: int
     budget: int = 4_000_000
     keep: int = 256_000_000
+    chunk: int | None = None
     _kept: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
 
     def of(self, members: np.ndarray) -> Iterator[np.ndarray]:
         """(size, len(members)) float32 weights of the items `members` (sorted indices), a chunk at a time."""
-        every = members.shape[0] == self.items
-        for chunk, size in enumerate(self._sizes()):
-            counts = self._chunk(chunk, size)
-            yield (counts if every else counts[members]).astype(np.float32).T
+        try:
+            for chunk in range(len(self._sizes())):
+                self.chunk = chunk
+                yield self.weights(members)
+        finally:
+            self.chunk = None
+
+    def weights(self, members: np.ndarray | None) -> np.ndarray:
+        """(size, len(members)) float32 weights of the items `members` (None: all) in the current chunk."""
+        if self.chunk is None:
+            raise ValueError("weights are only defined while `of` hands out a chunk")
+        counts = self._chunk(self.chunk, self._sizes()[self.chunk])
+        every = members is None or members.shape[0] == self.items
+        return (counts if every else counts[members]).astype(np.float32).T
 
     def _sizes(self) -> list[int]:
         step = max(1, min(self.resamples, self.budget // max(1, self.items)))

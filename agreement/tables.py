@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -157,23 +158,65 @@ def mean_pair_kappa(
     anchor: object = None,
     only: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Mean of Cohen's kappa over pairs of columns, weighted by the (resampled) items each pair shares.
-
-    Every pair's confusion table under every weighting comes from one sparse product: a 0/1 matrix
-    of (pair, cell) by distinct row, built once per set of distinct rows (`anchor`, the array the
-    bootstrap passes to every chunk), times the weights. `only` (bool per row) leaves the other rows out.
-    """
+    """Mean of Cohen's kappa over pairs of columns, weighted by the (resampled) items each pair shares."""
     if not pairs:
         return np.full(w.shape[0], np.nan)
+    return mean_kappa(ctx, pair_tables(ctx, codes, w, pairs, anchor=anchor, only=only))
+
+
+def pair_tables(
+    ctx: Context,
+    codes: np.ndarray,
+    w: np.ndarray,
+    pairs: list[tuple[int, int]],
+    *,
+    anchor: object = None,
+    only: np.ndarray | None = None,
+) -> np.ndarray:
+    """(L, L, pairs, B) confusion table of each pair of columns under each weighting of the rows.
+
+    Every table comes from one sparse product: a 0/1 matrix of (pair, cell) by row, built once per set
+    of rows (`anchor`, the array the bootstrap passes to every chunk), times the weights. `only` (bool
+    per row) leaves the other rows out.
+    """
     cells = pair_cells(ctx, codes, pairs, anchor, only)
     # (pairs * L * L, P) @ (P, B), column by column: each row's weights (contiguous, the transpose of the
     # bootstrap's F-ordered ones) are read once, in order, and added into the small table of sums.
     sums = np.asarray(cells @ w.T, dtype=np.float64).reshape(len(pairs), ctx.levels, ctx.levels, w.shape[0])
-    tables = np.moveaxis(sums, (1, 2), (0, 1))  # (L, L, pairs, B)
+    return np.moveaxis(sums, (1, 2), (0, 1))
+
+
+def mean_kappa(ctx: Context, tables: np.ndarray) -> np.ndarray:
+    """(B,) mean of the pairs' kappas in (L, L, pairs, B) tables, weighted by each pair's items."""
     kappa = st.kappa_from_tables(tables, weights=ctx.kappa_weights)
     items = tables.sum(axis=(0, 1))
     ok = np.isfinite(kappa)
     return st._divide(np.where(ok, kappa * items, 0.0).sum(axis=0), np.where(ok, items, 0.0).sum(axis=0))
+
+
+def people_pair_tables(ctx: Context) -> np.ndarray:
+    """(L, L, pairs of people, B) tables over every item in the current chunk of the shared resamples.
+
+    The people's figures and each model's verdict take them from here instead of each summing them:
+    a group over some of the items subtracts the tables of the items it leaves out.
+    """
+    key = ("people tables", ctx.resampler.chunk)
+    if key not in ctx.plans:
+        codes = ctx.matrix.codes[:, ctx.human_cols]
+        w = ctx.resampler.weights(None)
+        ctx.plans[key] = pair_tables(ctx, codes, w, people_pairs(ctx), anchor=ctx.matrix).astype(np.float32)
+    return np.asarray(ctx.plans[key], dtype=np.float64)
+
+
+def people_pairs(ctx: Context) -> list[tuple[int, int]]:
+    return list(itertools.combinations(range(len(ctx.human_cols)), 2))
+
+
+def shares_people_tables(ctx: Context) -> bool:
+    """Inside a chunk of the shared resamples, when every chunk's people_pair_tables fit in 64 MB
+    (whole counts as float32: exact)."""
+    size = len(people_pairs(ctx)) * ctx.levels * ctx.levels * ctx.resamples * 4
+    return ctx.resampler.chunk is not None and len(ctx.human_cols) >= 2 and size <= 64_000_000
 
 
 def pair_cells(
