@@ -115,6 +115,10 @@ class Context:
         return self.matrix.levels
 
     @cached_property
+    def human_codes(self) -> np.ndarray:
+        return self.matrix.codes[:, self.human_cols]
+
+    @cached_property
     def rated_rows(self) -> list[np.ndarray]:
         """For each rater (column), the rows (items) it rated, in order."""
         present = np.isfinite(self.matrix.values)
@@ -202,9 +206,9 @@ def people_pair_tables(ctx: Context) -> np.ndarray:
     """
     key = ("people tables", ctx.resampler.chunk)
     if key not in ctx.plans:
-        codes = ctx.matrix.codes[:, ctx.human_cols]
         w = ctx.resampler.weights(None)
-        ctx.plans[key] = pair_tables(ctx, codes, w, people_pairs(ctx), anchor=ctx.matrix).astype(np.float32)
+        tables = pair_tables(ctx, ctx.human_codes, w, people_pairs(ctx), anchor=ctx.human_codes)
+        ctx.plans[key] = tables.astype(np.float32)
     return np.asarray(ctx.plans[key], dtype=np.float64)
 
 
