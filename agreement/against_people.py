@@ -14,7 +14,6 @@ from agreement.tables import (
     human_reference,
     interval,
     mean_kappa,
-    mean_pair_kappa,
     pair_tables,
     people_pair_tables,
     people_pairs,
@@ -332,7 +331,7 @@ def _people_kappa(
     over every item less those of the items the model left out, else summed from these rows."""
     if not shares_people_tables(ctx):
         pairs = people_pairs(ctx)
-        return mean_pair_kappa(ctx, rows.codes, w, pairs, anchor=unique, only=rows.comparable)
+        return mean_kappa(ctx, pair_tables(ctx, rows.codes, w, pairs, anchor=unique, only=rows.comparable))
     tables = people_pair_tables(ctx)
     if left_out.shape[0]:
         codes = ctx.matrix.codes[np.ix_(left_out, ctx.human_cols)]

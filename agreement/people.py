@@ -13,7 +13,7 @@ from agreement.tables import (
     interval,
     items_with,
     mean_kappa,
-    mean_pair_kappa,
+    pair_tables,
     people_pair_tables,
     people_pairs,
     shares_people_tables,
@@ -115,7 +115,7 @@ def _human_figures(
             # Every item of these rows and no other has two or more people: the tables over all items.
             out.append(mean_kappa(ctx, people_pair_tables(ctx)))
         elif metric == "cohen_kappa":
-            out.append(mean_pair_kappa(ctx, codes, w, people_pairs(ctx), anchor=unique))
+            out.append(mean_kappa(ctx, pair_tables(ctx, codes, w, people_pairs(ctx), anchor=unique)))
     return np.stack(out, axis=1)
 
 

@@ -153,21 +153,6 @@ def interval(ci: np.ndarray | None, k: int) -> list[float] | None:
     return [round(float(ci[k][0]), 6), round(float(ci[k][1]), 6)]
 
 
-def mean_pair_kappa(
-    ctx: Context,
-    codes: np.ndarray,
-    w: np.ndarray,
-    pairs: list[tuple[int, int]],
-    *,
-    anchor: object = None,
-    only: np.ndarray | None = None,
-) -> np.ndarray:
-    """Mean of Cohen's kappa over pairs of columns, weighted by the (resampled) items each pair shares."""
-    if not pairs:
-        return np.full(w.shape[0], np.nan)
-    return mean_kappa(ctx, pair_tables(ctx, codes, w, pairs, anchor=anchor, only=only))
-
-
 def pair_tables(
     ctx: Context,
     codes: np.ndarray,
@@ -235,6 +220,8 @@ def pair_cells(
     if key is not None and key in ctx.plans and ctx.plans[key][0] is anchor:
         return ctx.plans[key][1]
     size = ctx.levels * ctx.levels
+    if not pairs:
+        return sparse.csc_array((0, codes.shape[0]), dtype=np.float32)
     rated = codes >= 0 if only is None else (codes >= 0) & only[:, None]
     by_column = [np.nonzero(rated[:, c])[0] for c in range(codes.shape[1])]
     targets, sources = [], []
