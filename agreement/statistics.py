@@ -565,9 +565,10 @@ def bootstrap(
     replacement is the same as drawing how often each distinct row occurs from a multinomial
     with the rows' frequencies, which is what happens here, a chunk of resamples at a time
     (or, when nearly every item is its own row, the Poisson bootstrap: see _resample_weights).
-    `shared` (with `members`, each row's index among its items): when nearly every item is its own
-    row, take the Poisson weights of these items from the report's one set instead of drawing
-    new ones, and evaluate `statistic` on the rows themselves (its `seed` and `resamples` apply).
+    `shared` (with `members`, each row's index among its items): when four in five items or more are
+    their own row, take the Poisson weights of these items from the report's one set instead of
+    drawing new ones, and evaluate `statistic` on the rows themselves (the set's seed and resamples
+    apply). With fewer distinct rows, drawing for them alone is cheaper than reading every item.
     Returns (point (k,), intervals (k, 2) or None when there are no items).
     """
     rows = np.asarray(rows)
@@ -579,7 +580,8 @@ def bootstrap(
     point = np.asarray(statistic(unique, counts[None, :].astype(np.float64)), dtype=np.float64).reshape(-1)
     if resamples <= 0:
         return point, None
-    if shared is not None and members is not None and unique.shape[0] * 4 >= n:
+    if shared is not None and members is not None and unique.shape[0] * 5 >= n * 4:
+        # Per item: the same resamples as every other group of the report, at the cost of n columns.
         draws = [
             np.asarray(statistic(rows, w), dtype=np.float64).reshape(w.shape[0], -1)
             for w in shared.of(members)

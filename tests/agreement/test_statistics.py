@@ -251,11 +251,14 @@ def test_item_resamples_are_reproducible_and_the_same_for_every_group_of_items()
 
 
 def test_shared_poisson_bootstrap_has_the_spread_of_resampling_items():
-    rows = np.random.default_rng(5).permutation(3000)[:, None] % 997
+    rows = np.random.default_rng(5).permutation(3000)[:, None]  # every item its own row
     shared = st.ItemResamples(items=4000, resamples=2000, seed=1)
     members = np.arange(500, 3500)  # the group's items among the report's
     point, ci = st.bootstrap(rows, _mean_stat, resamples=2000, seed=1, shared=shared, members=members)
     assert ci is not None and point[0] == pytest.approx(rows.mean())
+    # Exactly the figures of the shared weights of these items.
+    weights = np.concatenate(list(shared.of(members)), axis=0)
+    assert np.array_equal(ci, st.percentile_intervals(_mean_stat(rows, weights)[:, None]))
     rng = np.random.default_rng(2)
     naive = np.array([rows[rng.integers(0, 3000, 3000), 0].mean() for _ in range(2000)])
     expected = np.percentile(naive, [2.5, 97.5])
