@@ -616,15 +616,24 @@ def _resample_weights(
     n, distinct = inverse.shape[0], counts.shape[0]
     if distinct * 4 < n:
         return np.asfortranarray(rng.multinomial(n, counts / n, size=size), dtype=np.float64)
-    by_row = np.empty((distinct, size), dtype=np.float32)  # whole counts: exact, half the memory
+    # Rows by count, each count's block drawn in place as bytes (a 64 KB table stays in cache), then
+    # put back in row order as float32 (whole counts: exact, half the memory of float64).
     order = np.argsort(counts, kind="stable")
     values, starts = np.unique(counts[order], return_index=True)
-    for value, rows in zip(values, np.split(order, starts[1:]), strict=True):
+    ends = [*starts[1:].tolist(), distinct]
+    by_count = np.zeros((distinct, size), dtype=np.uint8)
+    large = []
+    for value, start, end in zip(values.tolist(), starts.tolist(), ends, strict=True):
         if value <= _POISSON_TABLES:
-            draws = rng.integers(0, 65536, size=(rows.shape[0], size), dtype=np.uint16)
-            by_row[rows] = _poisson_table(int(value))[draws]
-        else:
-            by_row[rows] = rng.poisson(value, size=(rows.shape[0], size))
+            draws = rng.integers(0, 65536, size=(end - start, size), dtype=np.uint16)
+            np.take(_poisson_bytes(value), draws, out=by_count[start:end])
+        else:  # a row seen more than 16 times: counts beyond a byte, set after the conversion
+            large.append((order[start:end], rng.poisson(value, size=(end - start, size))))
+    rank = np.empty(distinct, dtype=np.int64)
+    rank[order] = np.arange(distinct)
+    by_row = by_count[rank].astype(np.float32)
+    for rows, drawn in large:
+        by_row[rows] = drawn
     return by_row.T
 
 
@@ -678,12 +687,16 @@ class ItemResamples:
         if chunk in self._kept:
             return self._kept[chunk]
         rng = np.random.default_rng([self.seed, chunk])
-        counts = _poisson_table(1).astype(np.uint8)[
-            rng.integers(0, 65536, size=(self.items, size), dtype=np.uint16)
-        ]
+        counts = _poisson_bytes(1)[rng.integers(0, 65536, size=(self.items, size), dtype=np.uint16)]
         if self.items * self.resamples <= self.keep:
             self._kept[chunk] = counts
         return counts
+
+
+@functools.cache
+def _poisson_bytes(mean: int) -> np.ndarray:
+    """_poisson_table as uint8 (no entry of the tables up to mean 16 is above 36)."""
+    return _poisson_table(mean).astype(np.uint8)
 
 
 @functools.cache
