@@ -241,7 +241,12 @@ def test_a_pool_of_people_gives_the_same_intervals_with_the_shared_people_tables
     evaluation, _ = make_rated_evaluation(project, kind="likert", table=table, models=["m"])
 
     real, used = people.shares_people_tables, []
-    monkeypatch.setattr(people, "shares_people_tables", lambda ctx: used.append(real(ctx)) or used[-1])
+
+    def recorded(ctx):
+        used.append(real(ctx))
+        return used[-1]
+
+    monkeypatch.setattr(people, "shares_people_tables", recorded)
     shared = _block(evaluation, resamples=200)
     assert any(used)
     monkeypatch.setattr(people, "shares_people_tables", lambda ctx: False)
