@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,8 +13,12 @@ from agreement.tables import (
     category_codes,
     human_reference,
     interval,
-    mean_pair_kappa,
+    mean_kappa,
+    pair_tables,
+    people_pair_tables,
+    people_pairs,
     row_means,
+    shares_people_tables,
     two_raters,
     weighted_mean,
 )
@@ -67,10 +70,10 @@ def vs_each_human(ctx: Context, col: int, usable: np.ndarray) -> dict:
     """Pooled percent agreement over (model, person) pairs; other figures per person, weighted by items."""
     values, codes = ctx.matrix.values, ctx.matrix.codes
     per_person = []
+    vc = ctx.matrix.value_codes
     for h in ctx.human_cols:
-        shared = usable & np.isfinite(values[:, h])
-        if shared.any():
-            vc = ctx.matrix.value_codes
+        shared = ctx.rated_rows[h][usable[ctx.rated_rows[h]]]
+        if shared.shape[0]:
             entry = two_raters(
                 ctx,
                 codes[shared, col],
@@ -79,7 +82,7 @@ def vs_each_human(ctx: Context, col: int, usable: np.ndarray) -> dict:
                 values[shared, h],
                 value_codes=(vc[shared, col], vc[shared, h]),
             )
-            entry["items"] = int(shared.sum())
+            entry["items"] = int(shared.shape[0])
             per_person.append(entry)
     if not per_person:
         return {"items": 0, "why": {"all": "no item rated by both the model and a person"}}
@@ -169,8 +172,16 @@ def headline_intervals(ctx: Context, col: int, usable: np.ndarray, humans_n: np.
         axis=1,
     )
     names = _headline_names(ctx)
+    members = np.nonzero(usable)[0]
+    # Items with two or more people the model did not rate: the verdict's people tables leave them out.
+    left_out = np.nonzero((humans_n >= 2) & ~usable)[0]
     point, ci = st.bootstrap(
-        rows, lambda u, w: _headline_figures(ctx, u, w, names), resamples=ctx.resamples, seed=ctx.seed
+        rows,
+        lambda u, w: _headline_figures(ctx, u, w, names, left_out),
+        resamples=ctx.resamples,
+        seed=ctx.seed,
+        shared=ctx.resampler,
+        members=members,
     )
     intervals = {name: interval(ci, k) for k, name in enumerate(names)}
     if ctx.data.is_likert:
@@ -182,6 +193,8 @@ def headline_intervals(ctx: Context, col: int, usable: np.ndarray, humans_n: np.
             lambda u, w: _numeric_headline(ctx, u, w, mean_levels),
             resamples=ctx.resamples,
             seed=ctx.seed,
+            shared=ctx.resampler,
+            members=members,
         )
         intervals.update({name: interval(numeric_ci, k) for k, name in enumerate(numeric_names)})
     verdict = make_verdict(ctx, point, ci, names, int(comparable.sum()))
@@ -216,6 +229,7 @@ class _HeadlineRows:
     codes: np.ndarray  # people's codes, then the model's
     majority_cell: np.ndarray  # (model, people's majority or rounded mean) confusion cell, -1 without one
     comparable: np.ndarray  # two or more people rated the row (bool)
+    incomparable: np.ndarray  # the other rows
     # Per row, side by side so that one product reads the weights once: people who gave the model's
     # code, people who rated, the same two without ties, then on comparable rows only: the first two
     # and the people's agreeing pairs and pairs of ratings.
@@ -262,13 +276,16 @@ def _headline_rows(ctx: Context, unique: np.ndarray) -> _HeadlineRows:
         codes=np.concatenate([human_codes, model_code[:, None]], axis=1),
         majority_cell=np.where(ok, model_code * ctx.levels + ref_code, -1),
         comparable=comparable,
+        incomparable=~comparable,
         sums=sums,
     )
     ctx.plans[key] = (unique, rows)
     return rows
 
 
-def _headline_figures(ctx: Context, unique: np.ndarray, w: np.ndarray, names: list[str]) -> np.ndarray:
+def _headline_figures(
+    ctx: Context, unique: np.ndarray, w: np.ndarray, names: list[str], left_out: np.ndarray
+) -> np.ndarray:
     k = len(ctx.human_cols)
     rows = _headline_rows(ctx, unique)
     results = {}
@@ -289,19 +306,38 @@ def _headline_figures(ctx: Context, unique: np.ndarray, w: np.ndarray, names: li
     if ctx.tie is not None:
         results["each:agreement_with_ties"] = results["each:percent_agreement"]
         results["each:agreement_without_ties"] = st._divide(sums[:, 2], sums[:, 3])
-    all_pairs = [(h, k) for h in range(k)]
-    results["each:cohen_kappa"] = mean_pair_kappa(ctx, rows.codes, w, all_pairs, anchor=unique)
     # The verdict compares, on items with two or more people, the model against each person with
-    # the people against each other.
-    human_pairs_ = list(itertools.combinations(range(k), 2))
-    comparable = {"anchor": unique, "only": rows.comparable}
-    results["verdict:kappa_model"] = mean_pair_kappa(ctx, rows.codes, w, all_pairs, **comparable)
-    results["verdict:kappa_humans"] = mean_pair_kappa(ctx, rows.codes, w, human_pairs_, **comparable)
+    # the people against each other; each:cohen_kappa adds the items with one person.
+    all_pairs = [(h, k) for h in range(k)]
+    model_tables = pair_tables(ctx, rows.codes, w, all_pairs, anchor=unique, only=rows.comparable)
+    results["verdict:kappa_model"] = mean_kappa(ctx, model_tables)
+    if rows.incomparable.any():
+        model_tables = model_tables + pair_tables(
+            ctx, rows.codes, w, all_pairs, anchor=unique, only=rows.incomparable
+        )
+    results["each:cohen_kappa"] = mean_kappa(ctx, model_tables)
+    results["verdict:kappa_humans"] = _people_kappa(ctx, rows, unique, w, left_out)
     results["verdict:pa_model"] = st._divide(sums[:, 4], sums[:, 5])
     results["verdict:pa_humans"] = st._divide(sums[:, 6], sums[:, 7])
     results["verdict:kappa_diff"] = results["verdict:kappa_model"] - results["verdict:kappa_humans"]
     results["verdict:pa_diff"] = results["verdict:pa_model"] - results["verdict:pa_humans"]
     return np.stack([results[name] for name in names], axis=1)
+
+
+def _people_kappa(
+    ctx: Context, rows: _HeadlineRows, unique: np.ndarray, w: np.ndarray, left_out: np.ndarray
+) -> np.ndarray:
+    """The people's mean pair kappa on the comparable rows: inside the shared resamples, the tables
+    over every item less those of the items the model left out, else summed from these rows."""
+    if not shares_people_tables(ctx):
+        pairs = people_pairs(ctx)
+        return mean_kappa(ctx, pair_tables(ctx, rows.codes, w, pairs, anchor=unique, only=rows.comparable))
+    tables = people_pair_tables(ctx)
+    if left_out.shape[0]:
+        codes = ctx.matrix.codes[np.ix_(left_out, ctx.human_cols)]
+        weights = ctx.resampler.weights(left_out)
+        tables = tables - pair_tables(ctx, codes, weights, people_pairs(ctx), anchor=left_out)
+    return mean_kappa(ctx, tables)
 
 
 def _verdict_undefined(why: str) -> dict:

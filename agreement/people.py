@@ -7,7 +7,19 @@ import itertools
 import numpy as np
 
 from agreement import statistics as st
-from agreement.tables import Context, figure, interval, items_with, mean_pair_kappa, two_raters, weighted_mean
+from agreement.tables import (
+    Context,
+    figure,
+    interval,
+    items_with,
+    mean_kappa,
+    pair_tables,
+    people_pair_tables,
+    people_pairs,
+    shares_people_tables,
+    two_raters,
+    weighted_mean,
+)
 
 
 def human_human(ctx: Context, names: list[str]) -> dict:
@@ -40,6 +52,8 @@ def human_human(ctx: Context, names: list[str]) -> dict:
         lambda u, w: _human_figures(ctx, u, w, headline, levels),
         resamples=ctx.resamples,
         seed=ctx.seed,
+        shared=ctx.resampler,
+        members=np.nonzero(mask)[0],
     )
     whys = {
         "krippendorff_alpha": f"{st.ALL_IDENTICAL}: alpha undefined",
@@ -97,28 +111,31 @@ def _human_figures(
             out.append(st._divide(sums[:, width], sums[:, width + 1]))
         elif metric == "agreement_without_ties":
             out.append(st._divide(sums[:, width + 2], sums[:, width + 3]))
+        elif metric == "cohen_kappa" and shares_people_tables(ctx):
+            # Every item of these rows and no other has two or more people: the tables over all items.
+            out.append(mean_kappa(ctx, people_pair_tables(ctx)))
         elif metric == "cohen_kappa":
-            combinations = list(itertools.combinations(range(codes.shape[1]), 2))
-            out.append(mean_pair_kappa(ctx, codes, w, combinations, anchor=unique))
+            out.append(mean_kappa(ctx, pair_tables(ctx, codes, w, people_pairs(ctx), anchor=unique)))
     return np.stack(out, axis=1)
 
 
 def human_pairs(ctx: Context, names: list[str]) -> list[dict]:
     pairs = []
+    matrix = ctx.matrix
     for a, b in itertools.combinations(range(len(ctx.human_cols)), 2):
-        x, y = ctx.matrix.values[:, a], ctx.matrix.values[:, b]
-        shared = np.isfinite(x) & np.isfinite(y)
-        if not shared.any():
+        rows_a = ctx.rated_rows[a]
+        shared = rows_a[np.isfinite(matrix.values[rows_a, b])]
+        if not shared.shape[0]:
             continue
-        entry = {"a": names[a], "b": names[b], "items": int(shared.sum())}
+        entry = {"a": names[a], "b": names[b], "items": int(shared.shape[0])}
         entry.update(
             two_raters(
                 ctx,
-                ctx.matrix.codes[shared, a],
-                ctx.matrix.codes[shared, b],
-                x[shared],
-                y[shared],
-                value_codes=(ctx.matrix.value_codes[shared, a], ctx.matrix.value_codes[shared, b]),
+                matrix.codes[shared, a],
+                matrix.codes[shared, b],
+                matrix.values[shared, a],
+                matrix.values[shared, b],
+                value_codes=(matrix.value_codes[shared, a], matrix.value_codes[shared, b]),
             )
         )
         pairs.append(entry)

@@ -18,8 +18,8 @@ missing rating. Categories are integer codes 0..L-1 in scale order.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -96,7 +96,7 @@ def grouped_sums(w: np.ndarray, groups: np.ndarray, width: int) -> np.ndarray:
     member = np.nonzero(groups >= 0)[0]
     if w.shape[0] == 1:
         return np.bincount(groups[member], weights=w[0, member], minlength=width)[None, :]
-    onehot = sparse.csr_array(
+    onehot = sparse.csc_array(
         (np.ones(member.shape[0], dtype=w.dtype), (groups[member], member)), shape=(width, groups.shape[0])
     )
     # (width, P) @ (P, B): contiguous when the weights are column-major, as the bootstrap draws them.
@@ -124,15 +124,24 @@ def w_confusion(x: np.ndarray, y: np.ndarray, w: np.ndarray, levels: int) -> np.
 
 def kappa_from_confusion(confusion: np.ndarray, *, weights: str | None = None) -> np.ndarray:
     """Cohen's kappa for each (L, L) table in a (B, L, L) stack; NaN where chance disagreement is 0."""
-    levels = confusion.shape[-1]
+    return kappa_from_tables(np.moveaxis(confusion, 0, -1), weights=weights)
+
+
+def kappa_from_tables(tables: np.ndarray, *, weights: str | None = None) -> np.ndarray:
+    """Cohen's kappa of (L, L, ...) tables: cells first, any batch shape after (e.g. pairs x resamples).
+
+    With whole counts every sum is exact, so the order in which they are added does not matter.
+    """
+    levels = tables.shape[0]
     i, j = np.indices((levels, levels))
     disagreement = (i - j) ** 2.0 if weights == "quadratic" else (i != j).astype(np.float64)
-    flat = confusion.reshape(confusion.shape[0], levels * levels)
-    total = flat.sum(axis=1)
-    rows, cols = confusion.sum(axis=2), confusion.sum(axis=1)
-    observed_d = flat @ disagreement.ravel()
-    # sum_ij rows_i cols_j d_ij / total, without forming the (B, L, L) table of expected counts.
-    expected_d = ((rows @ disagreement) * cols).sum(axis=1) / np.where(total > 0, total, 1.0)
+    total = tables.sum(axis=(0, 1))
+    rows, cols = tables.sum(axis=1), tables.sum(axis=0)
+    observed_d = np.tensordot(disagreement, tables, axes=([0, 1], [0, 1]))
+    # sum_ij rows_i cols_j d_ij / total, without forming the table of expected counts.
+    expected_d = (np.tensordot(disagreement, cols, axes=(1, 0)) * rows).sum(axis=0) / np.where(
+        total > 0, total, 1.0
+    )
     with np.errstate(divide="ignore", invalid="ignore"):
         kappa = 1.0 - observed_d / expected_d
     return np.where((expected_d > 1e-12) & (total > 0), kappa, np.nan)
@@ -546,6 +555,8 @@ def bootstrap(
     seed: int = 0,
     level: float = 0.95,
     budget: int = 4_000_000,
+    shared: ItemResamples | None = None,
+    members: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Point estimates and percentile confidence intervals over items, for every output of `statistic`.
 
@@ -554,6 +565,10 @@ def bootstrap(
     replacement is the same as drawing how often each distinct row occurs from a multinomial
     with the rows' frequencies, which is what happens here, a chunk of resamples at a time
     (or, when nearly every item is its own row, the Poisson bootstrap: see _resample_weights).
+    `shared` (with `members`, each row's index among its items): when four in five items or more are
+    their own row, take the Poisson weights of these items from the report's one set instead of
+    drawing new ones, and evaluate `statistic` on the rows themselves (the set's seed and resamples
+    apply). With fewer distinct rows, drawing for them alone is cheaper than reading every item.
     Returns (point (k,), intervals (k, 2) or None when there are no items).
     """
     rows = np.asarray(rows)
@@ -565,6 +580,13 @@ def bootstrap(
     point = np.asarray(statistic(unique, counts[None, :].astype(np.float64)), dtype=np.float64).reshape(-1)
     if resamples <= 0:
         return point, None
+    if shared is not None and members is not None and unique.shape[0] * 5 >= n * 4:
+        # Per item: the same resamples as every other group of the report, at the cost of n columns.
+        draws = [
+            np.asarray(statistic(rows, w), dtype=np.float64).reshape(w.shape[0], -1)
+            for w in shared.of(members)
+        ]
+        return point, percentile_intervals(np.concatenate(draws, axis=0), level=level)
     rng = np.random.default_rng(seed)
     chunk = max(1, min(resamples, budget // max(1, unique.shape[0])))
     draws = []
@@ -594,19 +616,87 @@ def _resample_weights(
     n, distinct = inverse.shape[0], counts.shape[0]
     if distinct * 4 < n:
         return np.asfortranarray(rng.multinomial(n, counts / n, size=size), dtype=np.float64)
-    by_row = np.empty((distinct, size), dtype=np.float32)  # whole counts: exact, half the memory
+    # Rows by count, each count's block drawn in place as bytes (a 64 KB table stays in cache), then
+    # put back in row order as float32 (whole counts: exact, half the memory of float64).
     order = np.argsort(counts, kind="stable")
     values, starts = np.unique(counts[order], return_index=True)
-    for value, rows in zip(values, np.split(order, starts[1:]), strict=True):
+    ends = [*starts[1:].tolist(), distinct]
+    by_count = np.zeros((distinct, size), dtype=np.uint8)
+    large = []
+    for value, start, end in zip(values.tolist(), starts.tolist(), ends, strict=True):
         if value <= _POISSON_TABLES:
-            draws = rng.integers(0, 65536, size=(rows.shape[0], size), dtype=np.uint16)
-            by_row[rows] = _poisson_table(int(value))[draws]
-        else:
-            by_row[rows] = rng.poisson(value, size=(rows.shape[0], size))
+            draws = rng.integers(0, 65536, size=(end - start, size), dtype=np.uint16)
+            np.take(_poisson_bytes(value), draws, out=by_count[start:end])
+        else:  # a row seen more than 16 times: counts beyond a byte, set after the conversion
+            large.append((order[start:end], rng.poisson(value, size=(end - start, size))))
+    rank = np.empty(distinct, dtype=np.int64)
+    rank[order] = np.arange(distinct)
+    by_row = by_count[rank].astype(np.float32)
+    for rows, drawn in large:
+        by_row[rows] = drawn
     return by_row.T
 
 
 _POISSON_TABLES = 16
+
+
+@dataclass
+class ItemResamples:
+    """Poisson bootstrap weights of a report's items, drawn once and shared by all its figure groups.
+
+    Each item is drawn Poisson(1) times in each resample (see _resample_weights). A group of figures
+    over some of the items takes those items' weights: the Poisson bootstrap of that group, as if drawn
+    for it alone, at the cost of one set of draws per report instead of one per group. Chunks of
+    resamples are kept (one byte per item and resample) up to `keep` bytes, and otherwise drawn again
+    from the same seed each time they are asked for, so the weights never depend on what was kept.
+    While `of` hands out a chunk, `chunk` is its number: figures of one group can then take sums over
+    other items in the same resamples (`weights`), e.g. to share tables between groups.
+    """
+
+    items: int
+    resamples: int
+    seed: int
+    budget: int = 4_000_000
+    keep: int = 256_000_000
+    chunk: int | None = None
+    _kept: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+
+    def of(self, members: np.ndarray) -> Iterator[np.ndarray]:
+        """(size, len(members)) float32 weights of the items `members` (sorted indices), a chunk at a time."""
+        try:
+            for chunk in range(len(self._sizes())):
+                self.chunk = chunk
+                yield self.weights(members)
+        finally:
+            self.chunk = None
+
+    def weights(self, members: np.ndarray | None) -> np.ndarray:
+        """(size, len(members)) float32 weights of the items `members` (None: all) in the current chunk."""
+        if self.chunk is None:
+            raise ValueError("weights are only defined while `of` hands out a chunk")
+        counts = self._chunk(self.chunk, self._sizes()[self.chunk])
+        every = members is None or members.shape[0] == self.items
+        return (counts if every else counts[members]).astype(np.float32).T
+
+    def _sizes(self) -> list[int]:
+        step = max(1, min(self.resamples, self.budget // max(1, self.items)))
+        return [min(step, self.resamples - start) for start in range(0, self.resamples, step)]
+
+    def _chunk(self, chunk: int, size: int) -> np.ndarray:
+        """(items, size) uint8 counts of chunk number `chunk`, from its own stream of the seed."""
+        if chunk in self._kept:
+            return self._kept[chunk]
+        rng = np.random.default_rng([self.seed, chunk])
+        counts = _poisson_bytes(1)[rng.integers(0, 65536, size=(self.items, size), dtype=np.uint16)]
+        if self.items * self.resamples <= self.keep:
+            self._kept[chunk] = counts
+        return counts
+
+
+@functools.cache
+def _poisson_bytes(mean: int) -> np.ndarray:
+    """_poisson_table as uint8 (no entry of the tables up to mean 16 is above 36)."""
+    return _poisson_table(mean).astype(np.uint8)
 
 
 @functools.cache

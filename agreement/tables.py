@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -113,6 +114,21 @@ class Context:
     def value_levels(self) -> np.ndarray:
         return self.matrix.levels
 
+    @cached_property
+    def human_codes(self) -> np.ndarray:
+        return self.matrix.codes[:, self.human_cols]
+
+    @cached_property
+    def rated_rows(self) -> list[np.ndarray]:
+        """For each rater (column), the rows (items) it rated, in order."""
+        present = np.isfinite(self.matrix.values)
+        return [np.nonzero(present[:, col])[0] for col in range(present.shape[1])]
+
+    @cached_property
+    def resampler(self) -> st.ItemResamples:
+        """The bootstrap weights of the matrix's items, shared by every figure group drawn by items."""
+        return st.ItemResamples(items=self.matrix.values.shape[0], resamples=self.resamples, seed=self.seed)
+
 
 def encode_rows(matrix: Matrix, mask: np.ndarray, cols: list[int]) -> np.ndarray:
     index = np.ix_(mask, cols)
@@ -137,7 +153,7 @@ def interval(ci: np.ndarray | None, k: int) -> list[float] | None:
     return [round(float(ci[k][0]), 6), round(float(ci[k][1]), 6)]
 
 
-def mean_pair_kappa(
+def pair_tables(
     ctx: Context,
     codes: np.ndarray,
     w: np.ndarray,
@@ -146,24 +162,50 @@ def mean_pair_kappa(
     anchor: object = None,
     only: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Mean of Cohen's kappa over pairs of columns, weighted by the (resampled) items each pair shares.
+    """(L, L, pairs, B) confusion table of each pair of columns under each weighting of the rows.
 
-    Every pair's confusion table under every weighting comes from one sparse product: a 0/1 matrix
-    of (pair, cell) by distinct row, built once per set of distinct rows (`anchor`, the array the
-    bootstrap passes to every chunk), times the weights. `only` (bool per row) leaves the other rows out.
+    Every table comes from one sparse product: a 0/1 matrix of (pair, cell) by row, built once per set
+    of rows (`anchor`, the array the bootstrap passes to every chunk), times the weights. `only` (bool
+    per row) leaves the other rows out.
     """
-    if not pairs:
-        return np.full(w.shape[0], np.nan)
-    size = ctx.levels * ctx.levels
     cells = pair_cells(ctx, codes, pairs, anchor, only)
-    # (pairs * L * L, P) @ (P, B): the weights' transpose is C-ordered when the bootstrap's are F-ordered.
-    sums = np.asarray(cells @ w.T, dtype=np.float64).T.reshape(
-        w.shape[0] * len(pairs), ctx.levels, ctx.levels
-    )
-    kappa = st.kappa_from_confusion(sums, weights=ctx.kappa_weights).reshape(w.shape[0], len(pairs))
-    items = sums.reshape(w.shape[0], len(pairs), size).sum(axis=2)
+    # (pairs * L * L, P) @ (P, B), column by column: each row's weights (contiguous, the transpose of the
+    # bootstrap's F-ordered ones) are read once, in order, and added into the small table of sums.
+    sums = np.asarray(cells @ w.T, dtype=np.float64).reshape(len(pairs), ctx.levels, ctx.levels, w.shape[0])
+    return np.moveaxis(sums, (1, 2), (0, 1))
+
+
+def mean_kappa(ctx: Context, tables: np.ndarray) -> np.ndarray:
+    """(B,) mean of the pairs' kappas in (L, L, pairs, B) tables, weighted by each pair's items."""
+    kappa = st.kappa_from_tables(tables, weights=ctx.kappa_weights)
+    items = tables.sum(axis=(0, 1))
     ok = np.isfinite(kappa)
-    return st._divide(np.where(ok, kappa * items, 0.0).sum(axis=1), np.where(ok, items, 0.0).sum(axis=1))
+    return st._divide(np.where(ok, kappa * items, 0.0).sum(axis=0), np.where(ok, items, 0.0).sum(axis=0))
+
+
+def people_pair_tables(ctx: Context) -> np.ndarray:
+    """(L, L, pairs of people, B) tables over every item in the current chunk of the shared resamples.
+
+    The people's figures and each model's verdict take them from here instead of each summing them:
+    a group over some of the items subtracts the tables of the items it leaves out.
+    """
+    key = ("people tables", ctx.resampler.chunk)
+    if key not in ctx.plans:
+        w = ctx.resampler.weights(None)
+        tables = pair_tables(ctx, ctx.human_codes, w, people_pairs(ctx), anchor=ctx.human_codes)
+        ctx.plans[key] = tables.astype(np.float32)
+    return np.asarray(ctx.plans[key], dtype=np.float64)
+
+
+def people_pairs(ctx: Context) -> list[tuple[int, int]]:
+    return list(itertools.combinations(range(len(ctx.human_cols)), 2))
+
+
+def shares_people_tables(ctx: Context) -> bool:
+    """Inside a chunk of the shared resamples, when every chunk's people_pair_tables fit in 64 MB
+    (whole counts as float32: exact)."""
+    size = len(people_pairs(ctx)) * ctx.levels * ctx.levels * ctx.resamples * 4
+    return ctx.resampler.chunk is not None and len(ctx.human_cols) >= 2 and size <= 64_000_000
 
 
 def pair_cells(
@@ -172,20 +214,23 @@ def pair_cells(
     pairs: list[tuple[int, int]],
     anchor: object,
     only: np.ndarray | None = None,
-) -> sparse.csr_array:
+) -> sparse.csc_array:
     """(pairs x L x L, rows) 0/1: which (pair, confusion cell) each row counts in, for the rows both rated."""
     key = (id(anchor), tuple(pairs), id(only)) if anchor is not None else None
     if key is not None and key in ctx.plans and ctx.plans[key][0] is anchor:
         return ctx.plans[key][1]
     size = ctx.levels * ctx.levels
-    kept = np.ones(codes.shape[0], dtype=bool) if only is None else only
+    if not pairs:
+        return sparse.csc_array((0, codes.shape[0]), dtype=np.float32)
+    rated = codes >= 0 if only is None else (codes >= 0) & only[:, None]
+    by_column = [np.nonzero(rated[:, c])[0] for c in range(codes.shape[1])]
     targets, sources = [], []
     for n, (a, b) in enumerate(pairs):
-        shared = np.nonzero((codes[:, a] >= 0) & (codes[:, b] >= 0) & kept)[0]
+        shared = by_column[a][rated[by_column[a], b]]
         targets.append(n * size + codes[shared, a] * ctx.levels + codes[shared, b])
         sources.append(shared)
     rows, cols = np.concatenate(targets), np.concatenate(sources)
-    cells = sparse.csr_array(
+    cells = sparse.csc_array(
         (np.ones(rows.shape[0], dtype=np.float32), (rows, cols)), shape=(len(pairs) * size, codes.shape[0])
     )
     if key is not None:

@@ -1,6 +1,6 @@
 """Benchmark: the whole agreement report of 100k items x 3 people + 2 models vs only reading the ratings.
 
-Builds a throwaway PostgreSQL database (concord_bench_agreement), migrates it, and loads with
+Builds a throwaway PostgreSQL database (concord_bench_agreement, or $BENCH_DB), migrates it, and loads with
 COPY one evaluation of 100k items (metadata `bot`), one likert 1-5 rubric and 500k ratings:
 three people (the truth +-1 now and then) and two judges (noisier; one with 2% parse failures).
 Then, best of --repeat runs each, the two run alternately (the machine may be busy):
@@ -22,6 +22,7 @@ annotators, 3 per item: 190 pairs of people).
 import argparse
 import io
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -32,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from benchdb import database_urls, run_on_admin, setup_django  # noqa: E402
 
-BENCH_DB = "concord_bench_agreement"
+BENCH_DB = os.environ.get("BENCH_DB", "concord_bench_agreement")
 HUMANS = ["ann", "bob", "cy"]
 MODELS = ["judge-a", "judge-b"]
 

@@ -219,3 +219,40 @@ def test_human_figures_ignore_a_fractional_judge_and_match_the_krippendorff_pack
     expected = krippendorff.alpha(reliability_data=data, level_of_measurement="ordinal")
     assert hh["krippendorff_alpha"] == pytest.approx(expected)
     assert hh["ci"]["krippendorff_alpha"][0] <= expected <= hh["ci"]["krippendorff_alpha"][1]
+
+
+def test_a_pool_of_people_gives_the_same_intervals_with_the_shared_people_tables_as_without(
+    project, monkeypatch
+):
+    # Eight people, three per item: nearly every item its own pattern, so the report's shared Poisson
+    # resamples are used; the model misses some items (parse failures) and some have one person only.
+    from agreement import against_people, people
+
+    rng = np.random.default_rng(4)
+    names = [f"p{k}" for k in range(8)]
+    table = random_table(rng, items=300, raters=[*names, "m"], labels=list("12345"), missing=0.0)
+    chosen = np.argsort(rng.random((300, 8)), axis=1)[:, :3]
+    for k, name in enumerate(names):
+        table[name] = [v if (chosen[n] == k).any() else None for n, v in enumerate(table[name])]
+    for n in range(0, 300, 15):
+        table["m"][n] = "!"
+        table[names[chosen[n + 1, 0]]][n + 1] = None
+        table[names[chosen[n + 1, 1]]][n + 1] = None
+    evaluation, _ = make_rated_evaluation(project, kind="likert", table=table, models=["m"])
+
+    real, used = people.shares_people_tables, []
+
+    def recorded(ctx):
+        used.append(real(ctx))
+        return used[-1]
+
+    monkeypatch.setattr(people, "shares_people_tables", recorded)
+    shared = _block(evaluation, resamples=200)
+    assert any(used)
+    monkeypatch.setattr(people, "shares_people_tables", lambda ctx: False)
+    monkeypatch.setattr(against_people, "shares_people_tables", lambda ctx: False)
+    summed = _block(evaluation, resamples=200)
+
+    assert shared == summed
+    assert _rater(shared, "m")["verdict"]["difference_ci"] is not None
+    assert shared["human_human"]["ci"]["cohen_kappa"] is not None

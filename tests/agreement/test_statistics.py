@@ -214,3 +214,53 @@ def test_poisson_bootstrap_of_distinct_items_has_the_spread_of_resampling_items(
     expected = np.percentile(naive, [2.5, 97.5])
     width = expected[1] - expected[0]
     assert ci[0] == pytest.approx(expected, abs=0.1 * width)
+
+
+def test_kappa_of_a_batch_of_tables_matches_scikit_learn_table_by_table():
+    rng = np.random.default_rng(8)
+    pairs = [(rng.integers(0, 4, 80), rng.integers(0, 4, 80)) for _ in range(6)]
+    # (L, L, pairs, weightings): each pair's table under unit weights and under a doubled first half.
+    tables = np.zeros((4, 4, len(pairs), 2))
+    for p, (a, b) in enumerate(pairs):
+        np.add.at(tables[:, :, p, 0], (a, b), 1.0)
+        np.add.at(tables[:, :, p, 1], (a, b), np.where(np.arange(80) < 40, 2.0, 1.0))
+    kappa = st.kappa_from_tables(tables, weights="quadratic")
+    for p, (a, b) in enumerate(pairs):
+        assert kappa[p, 0] == pytest.approx(cohen_kappa_score(a, b, labels=range(4), weights="quadratic"))
+        doubled = np.concatenate([np.arange(40), np.arange(80)])
+        expected = cohen_kappa_score(a[doubled], b[doubled], labels=range(4), weights="quadratic")
+        assert kappa[p, 1] == pytest.approx(expected)
+
+
+def test_item_resamples_are_reproducible_and_the_same_for_every_group_of_items():
+    shared = st.ItemResamples(items=500, resamples=30, seed=3, budget=5000)  # chunks of 10 resamples
+    members = np.array([3, 7, 100, 499])
+    everything = np.concatenate(list(shared.of(np.arange(500))), axis=0)
+    some = np.concatenate(list(shared.of(members)), axis=0)
+    assert everything.shape == (30, 500) and some.shape == (30, 4)
+    assert np.array_equal(some, everything[:, members])  # the same resamples, whichever items ask
+    # Drawn again from the seed when not kept: the same weights.
+    again = st.ItemResamples(items=500, resamples=30, seed=3, budget=5000, keep=0)
+    assert np.array_equal(np.concatenate(list(again.of(np.arange(500))), axis=0), everything)
+    assert shared.chunk is None
+    with pytest.raises(ValueError):
+        shared.weights(members)
+    # Poisson(1) counts per item and resample.
+    assert everything.mean() == pytest.approx(1.0, abs=0.05)
+    assert everything.var() == pytest.approx(1.0, abs=0.08)
+
+
+def test_shared_poisson_bootstrap_has_the_spread_of_resampling_items():
+    rows = np.random.default_rng(5).permutation(3000)[:, None]  # every item its own row
+    shared = st.ItemResamples(items=4000, resamples=2000, seed=1)
+    members = np.arange(500, 3500)  # the group's items among the report's
+    point, ci = st.bootstrap(rows, _mean_stat, resamples=2000, seed=1, shared=shared, members=members)
+    assert ci is not None and point[0] == pytest.approx(rows.mean())
+    # Exactly the figures of the shared weights of these items.
+    weights = np.concatenate(list(shared.of(members)), axis=0)
+    assert np.array_equal(ci, st.percentile_intervals(_mean_stat(rows, weights)[:, None]))
+    rng = np.random.default_rng(2)
+    naive = np.array([rows[rng.integers(0, 3000, 3000), 0].mean() for _ in range(2000)])
+    expected = np.percentile(naive, [2.5, 97.5])
+    width = expected[1] - expected[0]
+    assert ci[0] == pytest.approx(expected, abs=0.1 * width)
