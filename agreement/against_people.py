@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from agreement import bootstrap as bs
 from agreement import statistics as st
 from agreement.tables import (
     Context,
@@ -175,7 +176,7 @@ def headline_intervals(ctx: Context, col: int, usable: np.ndarray, humans_n: np.
     members = np.nonzero(usable)[0]
     # Items with two or more people the model did not rate: the verdict's people tables leave them out.
     left_out = np.nonzero((humans_n >= 2) & ~usable)[0]
-    point, ci = st.bootstrap(
+    point, ci = bs.bootstrap(
         rows,
         lambda u, w: _headline_figures(ctx, u, w, names, left_out),
         resamples=ctx.resamples,
@@ -188,7 +189,7 @@ def headline_intervals(ctx: Context, col: int, usable: np.ndarray, humans_n: np.
         mean_levels, mean_codes = np.unique(ctx.reference[0][usable], return_inverse=True)
         numeric = np.stack([ctx.matrix.value_codes[usable, col], mean_codes], axis=1)
         numeric_names = ["maj:spearman", "maj:mae", "maj:bias"]
-        _, numeric_ci = st.bootstrap(
+        _, numeric_ci = bs.bootstrap(
             numeric,
             lambda u, w: _numeric_headline(ctx, u, w, mean_levels),
             resamples=ctx.resamples,

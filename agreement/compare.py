@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from agreement import bootstrap as bs
 from agreement import statistics as st
 from agreement.reading import RubricRatings, load_ratings
 from agreement.split import HELD_OUT, TUNE, held_out
@@ -141,7 +142,7 @@ def paired_difference(a: np.ndarray, b: np.ndarray, *, resamples: int, seed: int
         mean_a, mean_b = st.w_mean(levels[unique[:, 0]], w), st.w_mean(levels[unique[:, 1]], w)
         return np.stack([mean_a, mean_b, mean_b - mean_a], axis=1)
 
-    point, ci = st.bootstrap(rows, figures, resamples=resamples, seed=seed)
+    point, ci = bs.bootstrap(rows, figures, resamples=resamples, seed=seed)
     return {
         "items": n,
         "a": float(point[0]),

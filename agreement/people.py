@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 
+from agreement import bootstrap as bs
 from agreement import statistics as st
 from agreement.tables import (
     Context,
@@ -47,7 +48,7 @@ def human_human(ctx: Context, names: list[str]) -> dict:
     headline = ["krippendorff_alpha", "percent_agreement", "cohen_kappa"]
     if ctx.tie is not None:
         headline += ["agreement_with_ties", "agreement_without_ties"]
-    point, ci = st.bootstrap(
+    point, ci = bs.bootstrap(
         rows,
         lambda u, w: _human_figures(ctx, u, w, headline, levels),
         resamples=ctx.resamples,

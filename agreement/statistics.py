@@ -8,7 +8,7 @@ Two layers:
 - Weighted kernels (`w_*`) compute the same figures from *unique rows* of a code matrix and a
   matrix of row weights, shape (B, P): B weightings of P distinct rows. The point estimate is
   one weighting (each row's count); a bootstrap resample over items is another (how often
-  each distinct row was drawn). `bootstrap` uses this so 1,000 resamples of 100k items cost
+  each distinct row was drawn). `agreement.bootstrap` uses this so 1,000 resamples of 100k items cost
   about as much as 1,000 resamples of the few hundred distinct rating patterns they hold.
 
 Multi-rater data is a 2-D array shaped (items, raters) with NaN (floats) or -1 (codes) for a
@@ -17,9 +17,8 @@ missing rating. Categories are integer codes 0..L-1 in scale order.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -544,174 +543,6 @@ def f1_per_label(
     }
 
 
-# --- Bootstrap over items --------------------------------------------------------------------
-
-
-def bootstrap(
-    rows: np.ndarray,
-    statistic: Callable[[np.ndarray, np.ndarray], np.ndarray],
-    *,
-    resamples: int = 1000,
-    seed: int = 0,
-    level: float = 0.95,
-    budget: int = 4_000_000,
-    shared: ItemResamples | None = None,
-    members: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """Point estimates and percentile confidence intervals over items, for every output of `statistic`.
-
-    `rows` holds one row per item (any integer codes). `statistic(unique_rows, weights)` maps
-    P distinct rows and (B, P) weights to (B,) or (B, k) figures. Resampling n items with
-    replacement is the same as drawing how often each distinct row occurs from a multinomial
-    with the rows' frequencies, which is what happens here, a chunk of resamples at a time
-    (or, when nearly every item is its own row, the Poisson bootstrap: see _resample_weights).
-    `shared` (with `members`, each row's index among its items): when four in five items or more are
-    their own row, take the Poisson weights of these items from the report's one set instead of
-    drawing new ones, and evaluate `statistic` on the rows themselves (the set's seed and resamples
-    apply). With fewer distinct rows, drawing for them alone is cheaper than reading every item.
-    Returns (point (k,), intervals (k, 2) or None when there are no items).
-    """
-    rows = np.asarray(rows)
-    n = rows.shape[0]
-    if n == 0:
-        return np.atleast_1d(statistic(rows, np.zeros((1, 0)))).reshape(-1), None
-    unique, counts, inverse = unique_rows(rows.reshape(n, -1), return_inverse=True)
-    unique = unique.reshape((unique.shape[0], *rows.shape[1:]))
-    point = np.asarray(statistic(unique, counts[None, :].astype(np.float64)), dtype=np.float64).reshape(-1)
-    if resamples <= 0:
-        return point, None
-    if shared is not None and members is not None and unique.shape[0] * 5 >= n * 4:
-        # Per item: the same resamples as every other group of the report, at the cost of n columns.
-        draws = [
-            np.asarray(statistic(rows, w), dtype=np.float64).reshape(w.shape[0], -1)
-            for w in shared.of(members)
-        ]
-        return point, percentile_intervals(np.concatenate(draws, axis=0), level=level)
-    rng = np.random.default_rng(seed)
-    chunk = max(1, min(resamples, budget // max(1, unique.shape[0])))
-    draws = []
-    done = 0
-    while done < resamples:
-        size = min(chunk, resamples - done)
-        weights = _resample_weights(rng, counts, inverse, size)
-        draws.append(np.asarray(statistic(unique, weights), dtype=np.float64).reshape(size, -1))
-        done += size
-    values = np.concatenate(draws, axis=0)
-    return point, percentile_intervals(values, level=level)
-
-
-def _resample_weights(
-    rng: np.random.Generator, counts: np.ndarray, inverse: np.ndarray, size: int
-) -> np.ndarray:
-    """(size, P) how often each distinct row occurs in `size` resamples of the n items.
-
-    Few distinct rows: how often each is drawn when resampling n items with replacement, a
-    multinomial over them. Many (each item nearly its own pattern): the Poisson bootstrap, each
-    item drawn Poisson(1) times independently (a row seen c times: Poisson(c)), which has the same
-    spread as resampling n items with replacement for the sizes where it is used (the total is
-    n +- sqrt(n) instead of exactly n) and costs one 16-bit random number and a table look-up per
-    row instead of n random indices and a scattered count. Column-major, so that one distinct
-    row's weights over the resamples are contiguous (what the sparse per-pair sums read).
-    """
-    n, distinct = inverse.shape[0], counts.shape[0]
-    if distinct * 4 < n:
-        return np.asfortranarray(rng.multinomial(n, counts / n, size=size), dtype=np.float64)
-    # Rows by count, each count's block drawn in place as bytes (a 64 KB table stays in cache), then
-    # put back in row order as float32 (whole counts: exact, half the memory of float64).
-    order = np.argsort(counts, kind="stable")
-    values, starts = np.unique(counts[order], return_index=True)
-    ends = [*starts[1:].tolist(), distinct]
-    by_count = np.zeros((distinct, size), dtype=np.uint8)
-    large = []
-    for value, start, end in zip(values.tolist(), starts.tolist(), ends, strict=True):
-        if value <= _POISSON_TABLES:
-            draws = rng.integers(0, 65536, size=(end - start, size), dtype=np.uint16)
-            np.take(_poisson_bytes(value), draws, out=by_count[start:end])
-        else:  # a row seen more than 16 times: counts beyond a byte, set after the conversion
-            large.append((order[start:end], rng.poisson(value, size=(end - start, size))))
-    rank = np.empty(distinct, dtype=np.int64)
-    rank[order] = np.arange(distinct)
-    by_row = by_count[rank].astype(np.float32)
-    for rows, drawn in large:
-        by_row[rows] = drawn
-    return by_row.T
-
-
-_POISSON_TABLES = 16
-
-
-@dataclass
-class ItemResamples:
-    """Poisson bootstrap weights of a report's items, drawn once and shared by all its figure groups.
-
-    Each item is drawn Poisson(1) times in each resample (see _resample_weights). A group of figures
-    over some of the items takes those items' weights: the Poisson bootstrap of that group, as if drawn
-    for it alone, at the cost of one set of draws per report instead of one per group. Chunks of
-    resamples are kept (one byte per item and resample) up to `keep` bytes, and otherwise drawn again
-    from the same seed each time they are asked for, so the weights never depend on what was kept.
-    While `of` hands out a chunk, `chunk` is its number: figures of one group can then take sums over
-    other items in the same resamples (`weights`), e.g. to share tables between groups.
-    """
-
-    items: int
-    resamples: int
-    seed: int
-    budget: int = 4_000_000
-    keep: int = 256_000_000
-    chunk: int | None = None
-    _kept: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
-
-    def of(self, members: np.ndarray) -> Iterator[np.ndarray]:
-        """(size, len(members)) float32 weights of the items `members` (sorted indices), a chunk at a time."""
-        try:
-            for chunk in range(len(self._sizes())):
-                self.chunk = chunk
-                yield self.weights(members)
-        finally:
-            self.chunk = None
-
-    def weights(self, members: np.ndarray | None) -> np.ndarray:
-        """(size, len(members)) float32 weights of the items `members` (None: all) in the current chunk."""
-        if self.chunk is None:
-            raise ValueError("weights are only defined while `of` hands out a chunk")
-        counts = self._chunk(self.chunk, self._sizes()[self.chunk])
-        every = members is None or members.shape[0] == self.items
-        return (counts if every else counts[members]).astype(np.float32).T
-
-    def _sizes(self) -> list[int]:
-        step = max(1, min(self.resamples, self.budget // max(1, self.items)))
-        return [min(step, self.resamples - start) for start in range(0, self.resamples, step)]
-
-    def _chunk(self, chunk: int, size: int) -> np.ndarray:
-        """(items, size) uint8 counts of chunk number `chunk`, from its own stream of the seed."""
-        if chunk in self._kept:
-            return self._kept[chunk]
-        rng = np.random.default_rng([self.seed, chunk])
-        counts = _poisson_bytes(1)[rng.integers(0, 65536, size=(self.items, size), dtype=np.uint16)]
-        if self.items * self.resamples <= self.keep:
-            self._kept[chunk] = counts
-        return counts
-
-
-@functools.cache
-def _poisson_bytes(mean: int) -> np.ndarray:
-    """_poisson_table as uint8 (no entry of the tables up to mean 16 is above 36)."""
-    return _poisson_table(mean).astype(np.uint8)
-
-
-@functools.cache
-def _poisson_table(mean: int) -> np.ndarray:
-    """Poisson(mean) by inverse CDF of a 16-bit uniform: entry u is the count at quantile (u + 0.5) / 65536.
-
-    Each probability of the quantised distribution is within 1/65536 of Poisson's, far below the
-    Monte Carlo error of 1,000 resamples (for mean 1: mean 1.0, variance 0.99997).
-    """
-    k = np.arange(mean * 4 + 40, dtype=np.float64)
-    cdf = np.cumsum(np.exp(-mean + k * np.log(mean) - np.cumsum(np.log(np.maximum(k, 1.0)))))
-    quantiles = (np.arange(65536) + 0.5) / 65536.0
-    return np.searchsorted(cdf, quantiles, side="right").astype(np.float32)
-
-
 def unique_rows(rows: np.ndarray, *, return_inverse: bool = False) -> tuple:
     """Distinct rows of an integer matrix and how often each occurs (and each row's index, if asked).
 
@@ -735,14 +566,3 @@ def unique_rows(rows: np.ndarray, *, return_inverse: bool = False) -> tuple:
         key_span *= int(span[column])
     _, first, inverse, counts = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
     return (rows[first], counts, inverse) if return_inverse else (rows[first], counts)
-
-
-def percentile_intervals(values: np.ndarray, *, level: float = 0.95) -> np.ndarray:
-    """(k, 2) percentile intervals of (B, k) bootstrap figures; NaN if under half are defined."""
-    tail = (1.0 - level) / 2.0 * 100.0
-    out = np.full((values.shape[1], 2), np.nan)
-    for k in range(values.shape[1]):
-        finite = values[:, k][np.isfinite(values[:, k])]
-        if finite.shape[0] >= max(2, values.shape[0] // 2):
-            out[k] = np.percentile(finite, [tail, 100.0 - tail])
-    return out

@@ -9,6 +9,7 @@ from functools import cached_property
 import numpy as np
 from scipy import sparse
 
+from agreement import bootstrap as bs
 from agreement import statistics as st
 from agreement.reading import RubricRatings
 
@@ -125,9 +126,9 @@ class Context:
         return [np.nonzero(present[:, col])[0] for col in range(present.shape[1])]
 
     @cached_property
-    def resampler(self) -> st.ItemResamples:
+    def resampler(self) -> bs.ItemResamples:
         """The bootstrap weights of the matrix's items, shared by every figure group drawn by items."""
-        return st.ItemResamples(items=self.matrix.values.shape[0], resamples=self.resamples, seed=self.seed)
+        return bs.ItemResamples(items=self.matrix.values.shape[0], resamples=self.resamples, seed=self.seed)
 
 
 def encode_rows(matrix: Matrix, mask: np.ndarray, cols: list[int]) -> np.ndarray:

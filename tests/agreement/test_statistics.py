@@ -6,6 +6,7 @@ import pytest
 from scipy import stats as scipy_stats
 from sklearn.metrics import accuracy_score, cohen_kappa_score, f1_score
 
+from agreement import bootstrap as bs
 from agreement import statistics as st
 
 SHAPES = [(12, 2), (60, 3), (250, 5), (40, 7)]
@@ -178,8 +179,8 @@ def _mean_stat(unique, w):
 
 def test_bootstrap_is_reproducible_with_a_fixed_seed_and_contains_the_estimate():
     rows = np.random.default_rng(3).integers(0, 5, (2000, 1))
-    point, ci = st.bootstrap(rows, _mean_stat, resamples=500, seed=11)
-    again = st.bootstrap(rows, _mean_stat, resamples=500, seed=11)[1]
+    point, ci = bs.bootstrap(rows, _mean_stat, resamples=500, seed=11)
+    again = bs.bootstrap(rows, _mean_stat, resamples=500, seed=11)[1]
     assert ci is not None and again is not None
     assert np.array_equal(ci, again)
     assert ci[0][0] < point[0] < ci[0][1]
@@ -188,7 +189,7 @@ def test_bootstrap_is_reproducible_with_a_fixed_seed_and_contains_the_estimate()
 
 def test_pattern_bootstrap_has_the_spread_of_resampling_items():
     rows = np.random.default_rng(4).integers(0, 5, (3000, 1))
-    _, ci = st.bootstrap(rows, _mean_stat, resamples=2000, seed=1)
+    _, ci = bs.bootstrap(rows, _mean_stat, resamples=2000, seed=1)
     assert ci is not None
     rng = np.random.default_rng(2)
     naive = np.array([rows[rng.integers(0, 3000, 3000), 0].mean() for _ in range(2000)])
@@ -198,7 +199,7 @@ def test_pattern_bootstrap_has_the_spread_of_resampling_items():
 
 
 def test_bootstrap_of_no_items_has_no_interval():
-    point, ci = st.bootstrap(np.empty((0, 1), dtype=int), _mean_stat)
+    point, ci = bs.bootstrap(np.empty((0, 1), dtype=int), _mean_stat)
     assert ci is None and np.isnan(point[0])
 
 
@@ -207,7 +208,7 @@ def test_poisson_bootstrap_of_distinct_items_has_the_spread_of_resampling_items(
     rows = np.random.default_rng(5).permutation(3000)[:, None] % 997
     _, counts = st.unique_rows(rows)
     assert counts.shape[0] * 4 >= rows.shape[0]
-    _, ci = st.bootstrap(rows, _mean_stat, resamples=2000, seed=1)
+    _, ci = bs.bootstrap(rows, _mean_stat, resamples=2000, seed=1)
     assert ci is not None
     rng = np.random.default_rng(2)
     naive = np.array([rows[rng.integers(0, 3000, 3000), 0].mean() for _ in range(2000)])
@@ -233,14 +234,14 @@ def test_kappa_of_a_batch_of_tables_matches_scikit_learn_table_by_table():
 
 
 def test_item_resamples_are_reproducible_and_the_same_for_every_group_of_items():
-    shared = st.ItemResamples(items=500, resamples=30, seed=3, budget=5000)  # chunks of 10 resamples
+    shared = bs.ItemResamples(items=500, resamples=30, seed=3, budget=5000)  # chunks of 10 resamples
     members = np.array([3, 7, 100, 499])
     everything = np.concatenate(list(shared.of(np.arange(500))), axis=0)
     some = np.concatenate(list(shared.of(members)), axis=0)
     assert everything.shape == (30, 500) and some.shape == (30, 4)
     assert np.array_equal(some, everything[:, members])  # the same resamples, whichever items ask
     # Drawn again from the seed when not kept: the same weights.
-    again = st.ItemResamples(items=500, resamples=30, seed=3, budget=5000, keep=0)
+    again = bs.ItemResamples(items=500, resamples=30, seed=3, budget=5000, keep=0)
     assert np.array_equal(np.concatenate(list(again.of(np.arange(500))), axis=0), everything)
     assert shared.chunk is None
     with pytest.raises(ValueError):
@@ -252,13 +253,13 @@ def test_item_resamples_are_reproducible_and_the_same_for_every_group_of_items()
 
 def test_shared_poisson_bootstrap_has_the_spread_of_resampling_items():
     rows = np.random.default_rng(5).permutation(3000)[:, None]  # every item its own row
-    shared = st.ItemResamples(items=4000, resamples=2000, seed=1)
+    shared = bs.ItemResamples(items=4000, resamples=2000, seed=1)
     members = np.arange(500, 3500)  # the group's items among the report's
-    point, ci = st.bootstrap(rows, _mean_stat, resamples=2000, seed=1, shared=shared, members=members)
+    point, ci = bs.bootstrap(rows, _mean_stat, resamples=2000, seed=1, shared=shared, members=members)
     assert ci is not None and point[0] == pytest.approx(rows.mean())
     # Exactly the figures of the shared weights of these items.
     weights = np.concatenate(list(shared.of(members)), axis=0)
-    assert np.array_equal(ci, st.percentile_intervals(_mean_stat(rows, weights)[:, None]))
+    assert np.array_equal(ci, bs.percentile_intervals(_mean_stat(rows, weights)[:, None]))
     rng = np.random.default_rng(2)
     naive = np.array([rows[rng.integers(0, 3000, 3000), 0].mean() for _ in range(2000)])
     expected = np.percentile(naive, [2.5, 97.5])
