@@ -200,7 +200,45 @@ def report_csv(report: dict) -> str:
                     "",
                 ]
             )
+            _write_alt_test(writer, [*head, "alt_test", rater["rater"]], rater.get("alt_test"))
+            _write_ppi(writer, [*head, "ppi", rater["rater"]], rater.get("ppi"))
     return out.getvalue()
+
+
+def _write_alt_test(writer: Any, head: list, alt: dict | None) -> None:
+    """The alternative annotator test: the verdict's figures (`other` says epsilon and metric), then each
+    left-out person's p-value (`other` is the person; `why` says whether the test rejected it)."""
+    if not alt:
+        return
+    setting = f"epsilon={alt['epsilon']} {alt['metric']}"
+    why = alt.get("why") or alt.get("warning") or ""
+    for metric in ("winning_rate", "advantage_probability", "passed"):
+        value = alt.get(metric)
+        writer.writerow([*head, setting, alt["items"], metric, "" if value is None else value, "", "", why])
+    for person in alt.get("people", []):
+        verdict = f"rejected at q={alt['q']}" if person["rejected"] else "not rejected"
+        writer.writerow(
+            [*head, person["rater"], person["items"], "p_value", person["p_value"], "", "", verdict]
+        )
+
+
+def _write_ppi(writer: Any, head: list, ppi: dict | None) -> None:
+    """Prediction-powered estimates beside the people-only ones (`other`: the label of a share), and the
+    human labels each is worth."""
+    if not ppi:
+        return
+    items = ppi["labeled"] + ppi["unlabeled"]
+    if not ppi["estimates"]:
+        writer.writerow([*head, "", items, "ppi", "", "", "", ppi.get("why") or ""])
+    for estimate in ppi["estimates"]:
+        label, quantity = estimate["label"] or "", estimate["quantity"]
+        rows = [
+            (f"ppi_{quantity}", estimate["ppi"], estimate["ppi_ci"]),
+            (f"people_only_{quantity}", estimate["classical"], estimate["classical_ci"]),
+            ("effective_labels", estimate["effective_labels"], ["", ""]),
+        ]
+        for metric, value, (low, high) in rows:
+            writer.writerow([*head, label, items, metric, "" if value is None else value, low, high, ""])
 
 
 def _write_block(

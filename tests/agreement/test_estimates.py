@@ -101,3 +101,37 @@ def test_report_page_shows_people_only_and_prediction_powered_intervals(research
     ).content.decode()
     assert "prediction-powered inference" in page and "Mean score" in page
     assert "With judge on 49 more items" in page and "Worth human labels" in page
+
+
+def test_the_csv_download_carries_the_ppi_estimates_and_the_alternative_annotator_test(
+    researcher_client, project
+):
+    """Each figure of the page's PPI and alt-test panels is a row of the CSV, equal to the report's JSON."""
+    import csv
+    import io
+
+    from django.urls import reverse
+
+    table = _table(np.random.default_rng(5), 200, 60, ["1", "2", "3", "4", "5"])
+    evaluation, _ = make_rated_evaluation(project, kind="likert", table=table, models=["judge"])
+    (judge,) = build_report(evaluation=evaluation).as_json()["rubrics"][0]["raters"]
+    url = reverse("agreement_report_csv", args=[project.slug, evaluation.pk])
+    rows = list(csv.DictReader(io.StringIO(researcher_client.get(url).content.decode())))
+
+    ppi = {r["metric"]: r for r in rows if r["block"] == "ppi" and r["rater"] == "judge"}
+    (mean,) = judge["ppi"]["estimates"]
+    assert float(ppi["ppi_mean"]["value"]) == pytest.approx(mean["ppi"], abs=1e-12)
+    low, high = float(ppi["ppi_mean"]["ci_low"]), float(ppi["ppi_mean"]["ci_high"])
+    assert [low, high] == pytest.approx(mean["ppi_ci"], abs=1e-12)
+    assert float(ppi["people_only_mean"]["value"]) == pytest.approx(mean["classical"], abs=1e-12)
+    assert float(ppi["effective_labels"]["value"]) == pytest.approx(mean["effective_labels"], abs=1e-9)
+
+    alt = judge["alt_test"]
+    verdict = {r["metric"]: r for r in rows if r["block"] == "alt_test" and r["metric"] != "p_value"}
+    assert verdict["winning_rate"]["other"] == f"epsilon={alt['epsilon']} {alt['metric']}"
+    assert float(verdict["winning_rate"]["value"]) == pytest.approx(alt["winning_rate"], abs=1e-12)
+    assert verdict["passed"]["value"] == str(alt["passed"])
+    people = {r["other"]: r for r in rows if r["block"] == "alt_test" and r["metric"] == "p_value"}
+    assert set(people) == {p["rater"] for p in alt["people"]} and people
+    for person in alt["people"]:
+        assert float(people[person["rater"]]["value"]) == pytest.approx(person["p_value"], abs=1e-12)
