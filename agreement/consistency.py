@@ -36,3 +36,22 @@ def position_consistency(run_ids: list[int]) -> dict[int, dict]:
         }
         for row in rows
     }
+
+
+def with_position_consistency(report: dict) -> dict:
+    """The report with `rubrics[].raters[].position_consistency` ({"pairs", "consistent", "share"}, or None
+    for a rater that is no judge run with position swap), as the JSON and CSV downloads carry it."""
+    from agreement.overview import judge_run_ids
+
+    found = position_consistency(judge_run_ids(report["rubrics"]))
+    rubrics = [
+        {
+            **block,
+            "raters": [
+                {**rater, "position_consistency": found.get(rater.get("judge_run") or 0)}
+                for rater in block["raters"]
+            ],
+        }
+        for block in report["rubrics"]
+    ]
+    return {**report, "rubrics": rubrics}

@@ -200,6 +200,11 @@ def report_csv(report: dict) -> str:
                     "",
                 ]
             )
+            swap = rater.get("position_consistency")
+            if swap:
+                why = f"{swap['consistent']} of {swap['pairs']} verdicts the same with A and B swapped"
+                writer.writerow([*head, "position_consistency", rater["rater"], "", swap["pairs"], "share",
+                                 "" if swap["share"] is None else swap["share"], "", "", why])  # fmt: skip
             _write_alt_test(writer, [*head, "alt_test", rater["rater"]], rater.get("alt_test"))
             _write_ppi(writer, [*head, "ppi", rater["rater"]], rater.get("ppi"))
     return out.getvalue()

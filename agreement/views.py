@@ -17,7 +17,7 @@ from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods
 
 from agreement.compare import compare_runs, find_run, runs_of
-from agreement.consistency import position_consistency
+from agreement.consistency import position_consistency, with_position_consistency
 from agreement.disagreements import neighbours, ranked_disagreements
 from agreement.examples import candidates, make_examples_version
 from agreement.forms import AltTestSettingsForm
@@ -146,7 +146,9 @@ def agreement_report_json(request: HttpRequest, slug: str, pk: int) -> HttpRespo
     evaluation = get_evaluation_for(request.user, slug, pk)
     where = _where(request)
     report, _ = cached_report(evaluation=evaluation, where=where)
-    response = JsonResponse(report, json_dumps_params={"indent": 2, "ensure_ascii": False})
+    response = JsonResponse(
+        with_position_consistency(report), json_dumps_params={"indent": 2, "ensure_ascii": False}
+    )
     response["Content-Disposition"] = f'attachment; filename="{_filename(evaluation, where, ".json")}"'
     return response
 
@@ -157,7 +159,9 @@ def agreement_report_csv(request: HttpRequest, slug: str, pk: int) -> HttpRespon
     evaluation = get_evaluation_for(request.user, slug, pk)
     where = _where(request)
     report, _ = cached_report(evaluation=evaluation, where=where)
-    response = HttpResponse(report_csv(report), content_type="text/csv; charset=utf-8")
+    response = HttpResponse(
+        report_csv(with_position_consistency(report)), content_type="text/csv; charset=utf-8"
+    )
     response["Content-Disposition"] = f'attachment; filename="{_filename(evaluation, where, ".csv")}"'
     return response
 

@@ -1,4 +1,9 @@
-"""Position consistency of a pairwise judge run with position swap, in the agreement report's summary."""
+"""Position consistency of a pairwise judge run with position swap, in the agreement report's summary and in
+its JSON and CSV downloads."""
+
+import csv
+import io
+import json
 
 from django.urls import reverse
 
@@ -43,3 +48,17 @@ def test_summary_shows_the_share_of_items_where_both_orders_agree(project, fake_
     ).content.decode()
     cell = page[page.index('data-role="position-consistency"') :][:400]
     assert f"{100 * consistent / 12:.1f}%" in cell and "of 12" in cell
+
+    args = [project.slug, evaluation.pk]
+    report = json.loads(researcher_client.get(reverse("agreement_report_json", args=args)).content)
+    raters = {r["rater"]: r for block in report["rubrics"] for r in block["raters"]}
+    judge_rater = next(r for r in raters.values() if r.get("judge_run") == run.pk)
+    assert judge_rater["position_consistency"] == {
+        "pairs": 12,
+        "consistent": consistent,
+        "share": consistent / 12,
+    }
+    text = researcher_client.get(reverse("agreement_report_csv", args=args)).content.decode()
+    (row,) = [r for r in csv.DictReader(io.StringIO(text)) if r["block"] == "position_consistency"]
+    assert (row["rater"], row["items"], float(row["value"])) == (judge_rater["rater"], "12", consistent / 12)
+    assert row["why"] == f"{consistent} of 12 verdicts the same with A and B swapped"
