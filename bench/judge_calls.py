@@ -7,7 +7,7 @@ Starts its own pieces and stops them at the end: a redis-server on 127.0.0.1:847
 database of its own (bench_concord_judges, recreated each time). Prints for each scenario the wall time
 from launch to the run's end, its ratio to the limit (calls x latency / concurrency), the worker's CPU
 time per call (and the simulated model's per request), and checks every call was done exactly once (rows
-counted).
+counted). The worker runs with DEBUG off, as in production (BENCH_DEBUG=true: on, the settings' default).
 """
 
 from __future__ import annotations
@@ -37,6 +37,10 @@ os.environ.update(
     CONCORD_JUDGE_CREDENTIALS="BENCH_JUDGE_KEY",
     CONCORD_JUDGE_ALLOW_PRIVATE="true",  # the simulated model listens on loopback
     LOG_LEVEL="WARNING",
+    # A deployment's workers run with DEBUG off; DEBUG on keeps every SQL statement in
+    # connection.queries, which costs CPU per call. BENCH_DEBUG=true measures with it on.
+    DEBUG=os.environ.get("BENCH_DEBUG", "false"),
+    SECRET_KEY="bench-judge-calls-not-secret",
 )
 sys.path.insert(0, str(ROOT))
 
@@ -298,7 +302,7 @@ def main() -> int:
     print(
         f"{args.calls} calls, {args.latency_ms:g} ms latency, concurrency {args.concurrency}, "
         f"{args.workers} worker process(es) x {args.threads} threads; limit {limit:.2f} s; "
-        f"load average before: {load_before}"
+        f"DEBUG={os.environ['DEBUG']}; load average before: {load_before}"
     )
     for result in results:
         print("  ".join(f"{key}={value}" for key, value in result.items()))
