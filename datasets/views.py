@@ -139,7 +139,8 @@ def dataset_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         )
     total: int | None
     if filtered:
-        rows, total, page = _filtered_page(dataset, items, page=page, size=size, count=counting)
+        probe = db.page_probe(query, page=page, item_count=dataset.item_count)
+        rows, total, page = _filtered_page(dataset, items, page=page, size=size, count=counting, probe=probe)
     else:
         total = _count(dataset, items, filtered=False)
         page = min(page, _pages(total, size))
@@ -171,13 +172,20 @@ def dataset_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 
 
 def _filtered_page(
-    dataset: Dataset, items: QuerySet[Item], *, page: int, size: int, count: bool
+    dataset: Dataset, items: QuerySet[Item], *, page: int, size: int, count: bool, probe: int | None = None
 ) -> tuple[list[Item], int | None, int]:
     """A page of matching items plus the next one (whether there are more), their total and the page shown.
     Counting every match of a frequent phrase means reading the text of most of the dataset, while its first
     page is found among the first few thousand items: unless this page shows the last match or `count` asks
-    for it, the total is None and the page fetches it with a second request (htmx, `count=1`)."""
-    rows = list(items.defer("search_text")[(page - 1) * size : page * size + 1])
+    for it, the total is None and the page fetches it with a second request (htmx, `count=1`). With `probe`
+    (db.page_probe) the page is looked for below that position first: when the items there hold the whole
+    page and the next match, those are the page, as the items are in position order."""
+    start, stop = (page - 1) * size, page * size + 1
+    rows: list[Item] = []
+    if probe is not None:
+        rows = list(items.filter(position__lt=probe).defer("search_text")[start:stop])
+    if len(rows) < stop - start:
+        rows = list(items.defer("search_text")[start:stop])
     if len(rows) <= size and (rows or page == 1):
         return rows, (page - 1) * size + len(rows), page
     if rows and not count:

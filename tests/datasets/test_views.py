@@ -8,6 +8,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from datasets import db
 from datasets.models import Dataset, Item, UploadJob
 from datasets.services import import_dataset
 
@@ -238,6 +239,31 @@ def test_filtered_pages_past_the_last_match_show_the_last_one(researcher_client,
     assert "Items 26–40 of 40 matching" in content and "Page 2 of 2" in content
     middle = researcher_client.get(url, {"meta": "topic=sports", "size": 25, "page": 2, "count": 1})
     assert "Items 26–40 of 40 matching" in middle.content.decode()
+
+
+def test_a_phrase_page_is_looked_for_among_the_first_items_before_the_whole_dataset(
+    researcher_client, project, imported, monkeypatch
+):
+    monkeypatch.setattr(db, "PROBE_ITEMS", 30)  # pages of 25 below position 30, in a dataset of 120 items
+    dataset = imported(120)
+    url = reverse("dataset_detail", args=[project.slug, dataset.pk])
+
+    def page(query: str, number: int = 1) -> tuple[list[str], bool]:
+        with CaptureQueriesContext(connection) as captured:
+            content = researcher_client.get(url, {"q": query, "size": 25, "page": number}).content.decode()
+        probed = any('"position" < 30' in executed["sql"] for executed in captured.captured_queries)
+        return list(dict.fromkeys(re.findall(r">(d-\d+)<", content))), probed
+
+    postgresql = connection.vendor == "postgresql"
+    # Every item matches: the first 30 items hold the page and the next match.
+    assert page("fine thing") == ([f"d-{n}" for n in range(25)], postgresql)
+    # One match, past the first 30 items: looked for there, then in the whole dataset.
+    assert page("topic 100 is") == (["d-100"], postgresql)
+    assert page("topic 7 is") == (["d-7"], postgresql)
+    # Page 2 would look at 60 items, more than a quarter of the dataset: the whole dataset at once.
+    assert page("fine thing", 2) == ([f"d-{n}" for n in range(25, 50)], False)
+    # One word: the words index answers it.
+    assert page("fine") == ([f"d-{n}" for n in range(25)], False)
 
 
 def test_htmx_search_returns_only_the_items_partial(researcher_client, project, imported):
