@@ -243,13 +243,13 @@ def page_probe(query: str, *, page: int, item_count: int) -> int | None:
     None to look in the whole dataset at once.
 
     PostgreSQL cannot tell how many items contain a phrase (it checks the text of each item that has the
-    phrase's words): a phrase in 1,420 of 100k items is estimated in a handful, like a phrase in 18, so its
-    first page was found by checking and sorting the whole dataset (190-270 ms, bench/README.md) where
-    walking the items in order finds it among the first few thousand (8 ms). Looking among the first
-    PROBE_ITEMS items per page first finds the page of a phrase in at least ~1% of the items; a rarer
-    phrase pays that look (1-20 ms on 100k items) before the whole dataset is searched as before. At most a
-    quarter of the dataset is looked at twice. One-word queries are answered by the words index alone, and
-    SQLite scans in order anyway."""
+    phrase's words): depending on the sample ANALYZE took, a phrase in 1,420 of 100k items was estimated in 2
+    or in 209, and with 2 its first page was found by checking and sorting the whole dataset (215-267 ms,
+    bench/README.md) where walking the items in order finds it among the first 3,529 (10 ms). Looking
+    among the first PROBE_ITEMS items per page first finds the page of a phrase in at least ~1% of the
+    items; a rarer phrase pays that look (1-20 ms on 100k items) before the whole dataset is searched as
+    before. At most a quarter of the dataset is looked at twice. One-word queries are answered by the words
+    index alone, and SQLite scans in order anyway."""
     if not _postgresql() or not query or is_one_word(query.lower()):
         return None
     end = PROBE_ITEMS * page
