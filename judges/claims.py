@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,18 @@ _claimer = ThreadPoolExecutor(max_workers=CLAIMER_THREADS, thread_name_prefix="j
 # than a call with all its retries can take. CLAIM_SQL below is the same claim in one statement.
 CALL_LEASE = leases.Lease(renewed="claimed_at", held=Q(status=JudgeCall.Status.CLAIMED))
 FREE_CALL = Q(status=JudgeCall.Status.PENDING)
+
+
+@dataclass
+class Claim:
+    """A call a lane holds with its claim token, and what the lane's retries keep (judges.calls): the
+    requests sent for it under this claim, and after a transient error the (monotonic) time before which
+    it is not sent again."""
+
+    call: JudgeCall
+    token: uuid.UUID
+    attempts: int = 0
+    not_before: float = 0.0
 
 
 CLAIM_SQL = """
@@ -76,21 +89,25 @@ class ClaimAhead:
         self.ctx = ctx
         self.future: Future[tuple[JudgeCall, uuid.UUID] | None] | None = None
 
-    def next(self) -> tuple[JudgeCall, uuid.UUID] | None:
+    def next(self) -> Claim | None:
         if self.future is None:
-            return claim_next_call(self.ctx)
-        future, self.future = self.future, None
-        return future.result()
+            claimed = claim_next_call(self.ctx)
+        else:
+            future, self.future = self.future, None
+            claimed = future.result()
+        return Claim(*claimed) if claimed else None
 
     def prefetch(self) -> None:
-        if db.helper_threads_see_our_writes():
+        """Claim the next call in the background, unless one is being claimed already (the lane sent a
+        call waiting for its retry instead of the one claimed ahead)."""
+        if self.future is None and db.helper_threads_see_our_writes():
             self.future = _claimer.submit(_claim_in_thread, self.ctx)
 
     def release(self) -> None:
         """Give back a claim taken ahead that the lane will not use."""
         claimed = self.next() if self.future is not None else None
         if claimed is not None:
-            release_claim(*claimed)
+            release_claim(claimed.call, claimed.token)
 
 
 def _claim_in_thread(ctx: LaneContext) -> tuple[JudgeCall, uuid.UUID] | None:

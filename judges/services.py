@@ -3,7 +3,9 @@
 A run is worked by lanes: Celery tasks that each claim and do one call after another until none is
 left. The first lane works alone until its first call is through (so a wrong key or model stops the
 run after one call, not after a burst), then starts the others; the number of lanes is the judge's
-concurrency, across all workers together.
+concurrency, across all workers together. A lane has one request in flight at a time: a call waiting
+for its retry after a transient error is set aside (`calls.Retries`) while the lane sends others, so the
+concurrency is the number of requests in flight at once.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from rubrics.rendering import RenderError, render_prompt
 
 from . import batch as batches
 from . import credentials
-from .calls import LaneContext, Outcome, process_call
+from .calls import LaneContext, Outcome, Retries, process_call
 from .claims import CALL_LEASE, ClaimAhead, release_claim
 from .endpoints import build_request, sent_parameters
 from .models import Judge, JudgeCall, JudgeRun
@@ -334,19 +336,28 @@ def work_lane(*, run_id: int, lane: int) -> int:
         return 0
     ctx = LaneContext.load(run)
     ahead = ClaimAhead(ctx)
+    retries = Retries()
     done = 0
     while not ctx.stopped():
-        claimed = ahead.next()
-        if claimed is None:
-            break
+        # A call whose retry is due goes first; a new one only while few wait.
+        claim = retries.due() or (None if retries.full else ahead.next())
+        if claim is None:
+            if not retries:
+                break
+            retries.sleep(ctx)
+            continue
         ahead.prefetch()
-        outcome = process_call(ctx, *claimed)
+        outcome = process_call(ctx, claim)
+        if outcome is Outcome.WAITING:
+            retries.add(claim)
+            continue
         if outcome is Outcome.STOPPED:
-            release_claim(*claimed)
+            release_claim(claim.call, claim.token)
             break
         done += 1
         if lane == 0 and done == 1:
             start_other_lanes(run)
+    retries.release()
     ahead.release()
     done -= ctx.wait_for_finishes()
     complete_run_if_finished(run_id=run_id)
