@@ -11,7 +11,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.db import close_old_connections, connection
-from django.db.models import Q
+from django.db.models import Model, Q
+from django.db.models.base import ModelState
 from django.utils import timezone
 
 from datasets.models import Item
@@ -33,6 +34,7 @@ _claimer = ThreadPoolExecutor(max_workers=CLAIMER_THREADS, thread_name_prefix="j
 # than a call with all its retries can take. CLAIM_SQL below is the same claim in one statement.
 CALL_LEASE = leases.Lease(renewed="claimed_at", held=Q(status=JudgeCall.Status.CLAIMED))
 FREE_CALL = Q(status=JudgeCall.Status.PENDING)
+CALL_ITEM = JudgeCall._meta.get_field("item")
 
 
 @dataclass
@@ -141,7 +143,8 @@ def _claim_postgresql(
         return None
     call_id, sample, swapped, attempts, item_id, external_id, *documents = row
     context, response, baseline, metadata = (json.loads(text) if text else None for text in documents)
-    item = Item(
+    item = loaded(
+        Item,
         id=item_id,
         external_id=external_id,
         context=context or [],
@@ -149,17 +152,29 @@ def _claim_postgresql(
         baseline=baseline,
         metadata=metadata or {},
     )
-    call = JudgeCall(
+    call = loaded(
+        JudgeCall,
         id=call_id,
         run_id=run_id,
-        item=item,
+        item_id=item_id,
         sample=sample,
         swapped=swapped,
         attempts=attempts,
         status=JudgeCall.Status.CLAIMED,
         claim_token=token,
     )
+    CALL_ITEM.set_cached_value(call, item)
     return call, token
+
+
+def loaded[M: Model](model: type[M], **columns: Any) -> M:
+    """The instance `Model.from_db` makes from these columns (the others deferred: fetched if read),
+    without `Model.__init__`'s loop over every field: a tenth of a claim's CPU for the call and its item."""
+    instance = model.__new__(model)
+    instance._state = ModelState()
+    instance._state.adding, instance._state.db = False, connection.alias
+    instance.__dict__.update(columns)
+    return instance
 
 
 def _claim_portable(run_id: int, lease_seconds: float, *, expired: bool) -> tuple[int, uuid.UUID] | None:

@@ -174,9 +174,12 @@ def update_claimed_call(call_id: int, token: uuid.UUID, fields: dict[str, Any]) 
 
 
 UPDATE_CALLS_SQL = """
-WITH locked AS MATERIALIZED (SELECT id FROM {calls} WHERE id = ANY(%s) ORDER BY id FOR UPDATE)
+WITH given AS (SELECT * FROM unnest({arrays}) AS given (given_id, given_token, {names})),
+locked AS MATERIALIZED (
+    SELECT id FROM {calls} WHERE id IN (SELECT given_id FROM given) ORDER BY id FOR UPDATE
+)
 UPDATE {calls} SET {assignments}
-FROM (VALUES {rows}) AS given (given_id, given_token, {names}), locked
+FROM given, locked
 WHERE {calls}.id = given.given_id AND locked.id = given.given_id
   AND {calls}.status = %s AND {calls}.claim_token = given.given_token
 RETURNING {calls}.id
@@ -186,28 +189,30 @@ RETURNING {calls}.id
 def update_claimed_calls(calls: list[tuple[int, uuid.UUID, dict[str, Any]]]) -> set[int]:
     """`update_claimed_call` for several calls with the same fields in one statement (PostgreSQL); the
     ids whose claim held. Rows are locked in id order, so two batches never wait for each other in a
-    cycle; each call is a row of VALUES typed with its columns' types."""
+    cycle. Each column comes as one array (`unnest`), so the statement's text is the same whatever the
+    batch's size and psycopg parses it once."""
     names = list(calls[0][2])
     if any(list(fields) != names for _, _, fields in calls):
         return {pk for pk, token, fields in calls if update_claimed_call(pk, token, fields)}
     columns = [CALL_FIELDS[name] for name in ("id", "claim_token", *names)]
-    row = "(" + ", ".join(f"%s::{column.db_type(connection)}" for column in columns) + ")"
     sql = UPDATE_CALLS_SQL.format(
         calls=JudgeCall._meta.db_table,
+        arrays=array_parameters(columns),
         assignments=", ".join(f"{column.column} = given.given_{column.column}" for column in columns[2:]),
-        rows=", ".join([row] * len(calls)),
         names=", ".join(f"given_{column.column}" for column in columns[2:]),
     )
-    values: list[Any] = [[pk for pk, _, _ in calls]]
-    for pk, token, fields in calls:
-        values += [
-            pk,
-            token,
-            *(CALL_FIELDS[name].get_db_prep_save(fields[name], connection) for name in names),
-        ]
+    values: list[list[Any]] = [[pk for pk, _, _ in calls], [token for _, token, _ in calls]]
+    for name in names:
+        field = CALL_FIELDS[name]
+        values.append([field.get_db_prep_save(fields[name], connection) for _, _, fields in calls])
     with connection.cursor() as cursor:
         cursor.execute(sql, [*values, JudgeCall.Status.CLAIMED])
         return {pk for (pk,) in cursor.fetchall()}
+
+
+def array_parameters(columns: list[Any]) -> str:
+    """`%s::type[]` for each column: its values as one array parameter."""
+    return ", ".join(f"%s::{column.db_type(connection)}[]" for column in columns)
 
 
 # -- the item's rating --------------------------------------------------------------------------
@@ -234,21 +239,19 @@ def store_ratings(ratings: list[Rating]) -> None:
 
 def insert_new_ratings(ratings: list[Rating]) -> list[Rating]:
     """INSERT the ratings whose key (evaluation, rater, item, rubric version) is not stored yet; returns
-    the others, left for `save_ratings` to revise. Any other constraint still refuses a bad row."""
+    the others, left for `save_ratings` to revise. Any other constraint still refuses a bad row. One
+    array per column (`unnest`): the same statement text for any number of ratings."""
     quote = connection.ops.quote_name
     columns = [str(column.column) for column in RATING_COLUMNS]
-    placeholders = "(" + ", ".join(["%s"] * len(columns)) + ")"
-    values: list[Any] = []
-    for rating in ratings:
-        values += [
-            column.get_db_prep_save(column.pre_save(rating, add=True), connection)
-            for column in RATING_COLUMNS
-        ]
+    values = [
+        [column.get_db_prep_save(column.pre_save(rating, add=True), connection) for rating in ratings]
+        for column in RATING_COLUMNS
+    ]
     key = [quote(name) for name in RATING_KEY]
     sql = (
         f"INSERT INTO {quote(Rating._meta.db_table)} ({', '.join(quote(c) for c in columns)}) "
-        f"VALUES {', '.join([placeholders] * len(ratings))} ON CONFLICT ({', '.join(key)}) DO NOTHING "
-        f"RETURNING {', '.join(key)}, {quote('id')}"
+        f"SELECT * FROM unnest({array_parameters(RATING_COLUMNS)}) "
+        f"ON CONFLICT ({', '.join(key)}) DO NOTHING RETURNING {', '.join(key)}, {quote('id')}"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, values)
