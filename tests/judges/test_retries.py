@@ -40,8 +40,10 @@ def recording():
     servers: list[RecordingLLM] = []
 
     def start(**options) -> RecordingLLM:
-        servers.append(RecordingLLM(**options).start(stop_after=120))
-        return servers[-1]
+        server = RecordingLLM(**options)
+        server.start(stop_after=120)
+        servers.append(server)
+        return server
 
     yield start
     for server in servers:
