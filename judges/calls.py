@@ -1,8 +1,9 @@
 """One judge call from claim to rating: render, ask (cache or endpoint, with retries), parse, store.
 
-Retries live here and only here (the openai client's are off). Requests are built by the run's endpoint
-family (`judges.endpoints`), calls are claimed in `judges.claims` and an item's calls become one rating in
-`judges.aggregate`, and calls and ratings are stored in `judges.finishing`.
+Retries live here and only here (the openai client's are off): a call that met a transient error waits
+in its lane's `Retries`, still claimed, while the lane sends other calls. Requests are built by the run's
+endpoint family (`judges.endpoints`), calls are claimed in `judges.claims` and an item's calls become one
+rating in `judges.aggregate`, and calls and ratings are stored in `judges.finishing`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from rubrics.models import RubricVersion
 from rubrics.rendering import RenderError, render_prompt
 
 from . import adapting, client, db
+from .claims import Claim, release_claim
 from .credentials import Credential, credential_for
 from .endpoints import build_request, family_of
 from .finishing import finish_call, finish_later
@@ -38,6 +40,8 @@ from .ratelimit import RateLimiter
 BACKOFF_BASE_SECONDS = 0.25
 BACKOFF_CAP_SECONDS = 20.0
 STATUS_CHECK_SECONDS = 0.5
+# Claimed calls a lane keeps waiting for their retry while it sends others (`Retries`).
+MAX_WAITING_CALLS = 4
 FLIP = {"A": "B", "B": "A", "SAME": "SAME"}
 MAX_ADAPTATIONS_PER_CALL = 4
 
@@ -52,6 +56,7 @@ class Outcome(enum.Enum):
     DONE = "done"
     FAILED = "failed"
     STOPPED = "stopped"  # the run stopped first: the claim goes back
+    WAITING = "waiting"  # a transient error: still claimed, sent again after its backoff (`Retries`)
     LOST = "lost"  # someone else finished it (its claim was taken over)
 
 
@@ -142,7 +147,9 @@ class LaneContext:
 
     @property
     def lease_seconds(self) -> float:
-        return self.params.request_timeout * settings.LLM_MAX_ATTEMPTS + 120
+        """How long a claim lasts: all of a call's attempts, each perhaps sent only once the lane's
+        request for another call is through (`Retries`), and their waits."""
+        return 2 * self.params.request_timeout * settings.LLM_MAX_ATTEMPTS + 120
 
     def wait_for_finishes(self) -> int:
         """Block until this lane's background finishes are stored; returns how many lost their claim."""
@@ -215,18 +222,18 @@ def backoff_seconds(attempt: int, retry_after: float | None) -> float:
     return min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
 
 
-def ask_with_retries(
-    ctx: LaneContext, build: Callable[[], dict[str, Any]]
-) -> tuple[client.Reply, int, dict[str, Any]]:
-    """(reply, attempts, the request that got it). Transient errors are retried up to LLM_MAX_ATTEMPTS
-    and the last one is raised; a refused parameter adapts the run and the request is built again."""
-    attempts = 0
+def ask(
+    ctx: LaneContext, claim: Claim, build: Callable[[], dict[str, Any]]
+) -> tuple[client.Reply, dict[str, Any]]:
+    """(reply, the request that got it), each request counted in `claim.attempts`. A refused parameter
+    adapts the run and the request is built and sent again at once; a transient error is raised for
+    `process_call` to retry later, without holding the lane."""
     request = build()
     while True:
         if ctx.stopped():
             raise RunStopped()
         ctx.limiter.acquire(tokens=estimated_tokens(request), should_stop=ctx.stopped)
-        attempts += 1
+        claim.attempts += 1
         try:
             reply = client.chat(
                 base_url=ctx.params.base_url,
@@ -235,18 +242,55 @@ def ask_with_retries(
                 request=request,
                 azure=ctx.azure,
             )
-            return reply, attempts, request
-        except client.TransientError as error:
-            error.attempts = attempts
-            if attempts >= settings.LLM_MAX_ATTEMPTS:
-                raise
-            time.sleep(backoff_seconds(attempts, error.retry_after))
+            return reply, request
         except client.PermanentError as error:
-            error.attempts = attempts
-            if attempts < MAX_ADAPTATIONS_PER_CALL and ctx.adapt(error):
+            if claim.attempts < MAX_ADAPTATIONS_PER_CALL and ctx.adapt(error):
                 request = build()
                 continue
             raise
+
+
+class Retries:
+    """A lane's claimed calls waiting to be sent again after a transient error (Retry-After or backoff).
+
+    They keep their claim (same token, so no other lane takes them) but not one of the judge's
+    `concurrency` slots, which count requests in flight: the lane sends other calls meanwhile and each
+    waiting one again once its time comes. At most MAX_WAITING_CALLS wait; with that many the lane waits
+    as well, so an endpoint that turns every request away is not sent ever more calls."""
+
+    def __init__(self) -> None:
+        self.waiting: list[Claim] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.waiting)
+
+    @property
+    def full(self) -> bool:
+        return len(self.waiting) >= MAX_WAITING_CALLS
+
+    def add(self, claim: Claim) -> None:
+        self.waiting.append(claim)
+
+    def due(self) -> Claim | None:
+        """The waiting call whose time came first, if any has come (it leaves the list)."""
+        first = min(self.waiting, key=lambda claim: claim.not_before, default=None)
+        if first is None or first.not_before > time.monotonic():
+            return None
+        self.waiting.remove(first)
+        return first
+
+    def sleep(self, ctx: LaneContext) -> None:
+        """Sleep until the first waiting call is due, looking at the run's status meanwhile: a cancelled
+        run's lane ends without waiting out a long Retry-After."""
+        wake = min(claim.not_before for claim in self.waiting)
+        while not ctx.stopped() and (left := wake - time.monotonic()) > 0:
+            time.sleep(min(left, STATUS_CHECK_SECONDS))
+
+    def release(self) -> None:
+        """Give the waiting calls back (the run stopped): pending again, for a resumed run."""
+        for claim in self.waiting:
+            release_claim(claim.call, claim.token)
+        self.waiting.clear()
 
 
 def cached_reply(key: str) -> client.Reply | None:
@@ -334,9 +378,11 @@ def _with_logprob_score(reading: Reading, reply: client.Reply, values: list[str]
     return replace(reading, logprobs_missing=True, details=details)
 
 
-def process_call(ctx: LaneContext, call: JudgeCall, token: uuid.UUID) -> Outcome:
-    """Do one claimed call: render, ask (cache or endpoint), read, store."""
-    params = ctx.params
+def process_call(ctx: LaneContext, claim: Claim) -> Outcome:
+    """Do one claimed call: render, ask (cache or endpoint), read, store. A transient error before its
+    last attempt sets `claim.not_before` (Retry-After or backoff) and the call is WAITING: its lane
+    sends it again then, through here."""
+    params, call, token = ctx.params, claim.call, claim.token
     try:
         prompt = render_prompt(ctx.version, call.item, swapped=call.swapped)
     except RenderError as error:
@@ -358,34 +404,35 @@ def process_call(ctx: LaneContext, call: JudgeCall, token: uuid.UUID) -> Outcome
     # A missing key fails the run at its first call, even where the cache could answer.
     use_cache = params.cache_enabled and not ctx.credential.problem
     reply = cached_reply(key_of(build())) if use_cache else None
-    cached, attempts = reply is not None, 0
+    cached = reply is not None
     if reply is None:
         try:
             if ctx.credential.problem:
-                missing = client.PermanentError(f"no API key: {ctx.credential.problem}")
-                missing.attempts = 0  # nothing was sent
-                raise missing
-            reply, attempts, request = ask_with_retries(ctx, build)
+                raise client.PermanentError(f"no API key: {ctx.credential.problem}")
+            reply, request = ask(ctx, claim, build)
             check_usable(reply, request=request, want_logprobs=version_wants_logprobs(ctx))
         except RunStopped:
             return Outcome.STOPPED
         except client.PermanentError as error:
             failed = {"status": JudgeCall.Status.FAILED, "error": error.message}
-            finish_call(ctx, call, token, {**failed, "attempts": call.attempts + error.attempts})
+            finish_call(ctx, call, token, {**failed, "attempts": call.attempts + claim.attempts})
             stop_run(run_id=ctx.run_id, error=error.message)
             ctx.mark_stopped()
             return Outcome.FAILED
         except client.TransientError as error:
-            message = f"gave up after {error.attempts} attempts: {error.message}"
+            if claim.attempts < settings.LLM_MAX_ATTEMPTS:
+                claim.not_before = time.monotonic() + backoff_seconds(claim.attempts, error.retry_after)
+                return Outcome.WAITING
+            message = f"gave up after {claim.attempts} attempts: {error.message}"
             failed = {"status": JudgeCall.Status.FAILED, "error": message}
-            finish_call(ctx, call, token, {**failed, "attempts": call.attempts + error.attempts})
+            finish_call(ctx, call, token, {**failed, "attempts": call.attempts + claim.attempts})
             return Outcome.FAILED
         if use_cache:
             store_in_cache(key_of(request), params.model, reply)
     else:
         request = build()
     fields = done_fields(
-        ctx, call, reply, want_logprobs="logprobs" in request, cached=cached, attempts=attempts
+        ctx, call, reply, want_logprobs="logprobs" in request, cached=cached, attempts=claim.attempts
     )
     return finish_soon(ctx, call, token, fields)
 

@@ -49,8 +49,6 @@ PATH_SAFE = "!$&'()*+,;=:@"
 class EndpointError(Exception):
     """A call that produced no usable reply."""
 
-    attempts: int = 1  # set by the retry layer to how many requests it made
-
     def __init__(
         self, message: str, *, status: int | None = None, code: str | None = None, param: str | None = None
     ):

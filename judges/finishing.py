@@ -9,6 +9,7 @@ already in flight.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 import uuid
@@ -16,7 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from django.db import close_old_connections, connection, transaction
+from django.db import DEFAULT_DB_ALIAS, close_old_connections, connection, connections, transaction
 from django.utils import timezone
 
 from evaluations.models import Rating
@@ -174,9 +175,12 @@ def update_claimed_call(call_id: int, token: uuid.UUID, fields: dict[str, Any]) 
 
 
 UPDATE_CALLS_SQL = """
-WITH locked AS MATERIALIZED (SELECT id FROM {calls} WHERE id = ANY(%s) ORDER BY id FOR UPDATE)
+WITH given AS (SELECT * FROM unnest({arrays}) AS given (given_id, given_token, {names})),
+locked AS MATERIALIZED (
+    SELECT id FROM {calls} WHERE id IN (SELECT given_id FROM given) ORDER BY id FOR UPDATE
+)
 UPDATE {calls} SET {assignments}
-FROM (VALUES {rows}) AS given (given_id, given_token, {names}), locked
+FROM given, locked
 WHERE {calls}.id = given.given_id AND locked.id = given.given_id
   AND {calls}.status = %s AND {calls}.claim_token = given.given_token
 RETURNING {calls}.id
@@ -186,28 +190,35 @@ RETURNING {calls}.id
 def update_claimed_calls(calls: list[tuple[int, uuid.UUID, dict[str, Any]]]) -> set[int]:
     """`update_claimed_call` for several calls with the same fields in one statement (PostgreSQL); the
     ids whose claim held. Rows are locked in id order, so two batches never wait for each other in a
-    cycle; each call is a row of VALUES typed with its columns' types."""
-    names = list(calls[0][2])
-    if any(list(fields) != names for _, _, fields in calls):
+    cycle. Each column comes as one array (`unnest`), so the statement's text is the same whatever the
+    batch's size and psycopg parses it once."""
+    names = tuple(calls[0][2])
+    if any(tuple(fields) != names for _, _, fields in calls):
         return {pk for pk, token, fields in calls if update_claimed_call(pk, token, fields)}
+    this = connections[DEFAULT_DB_ALIAS]  # looked up once, not per value
+    values: list[list[Any]] = [[pk for pk, _, _ in calls], [token for _, token, _ in calls]]
+    for name in names:
+        field = CALL_FIELDS[name]
+        values.append([field.get_db_prep_save(fields[name], this) for _, _, fields in calls])
+    with this.cursor() as cursor:
+        cursor.execute(update_calls_sql(names), [*values, JudgeCall.Status.CLAIMED])
+        return {pk for (pk,) in cursor.fetchall()}
+
+
+@functools.cache
+def update_calls_sql(names: tuple[str, ...]) -> str:
     columns = [CALL_FIELDS[name] for name in ("id", "claim_token", *names)]
-    row = "(" + ", ".join(f"%s::{column.db_type(connection)}" for column in columns) + ")"
-    sql = UPDATE_CALLS_SQL.format(
+    return UPDATE_CALLS_SQL.format(
         calls=JudgeCall._meta.db_table,
+        arrays=array_parameters(columns),
         assignments=", ".join(f"{column.column} = given.given_{column.column}" for column in columns[2:]),
-        rows=", ".join([row] * len(calls)),
         names=", ".join(f"given_{column.column}" for column in columns[2:]),
     )
-    values: list[Any] = [[pk for pk, _, _ in calls]]
-    for pk, token, fields in calls:
-        values += [
-            pk,
-            token,
-            *(CALL_FIELDS[name].get_db_prep_save(fields[name], connection) for name in names),
-        ]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*values, JudgeCall.Status.CLAIMED])
-        return {pk for (pk,) in cursor.fetchall()}
+
+
+def array_parameters(columns: list[Any]) -> str:
+    """`%s::type[]` for each column: its values as one array parameter."""
+    return ", ".join(f"%s::{column.db_type(connection)}[]" for column in columns)
 
 
 # -- the item's rating --------------------------------------------------------------------------
@@ -234,25 +245,28 @@ def store_ratings(ratings: list[Rating]) -> None:
 
 def insert_new_ratings(ratings: list[Rating]) -> list[Rating]:
     """INSERT the ratings whose key (evaluation, rater, item, rubric version) is not stored yet; returns
-    the others, left for `save_ratings` to revise. Any other constraint still refuses a bad row."""
-    quote = connection.ops.quote_name
-    columns = [str(column.column) for column in RATING_COLUMNS]
-    placeholders = "(" + ", ".join(["%s"] * len(columns)) + ")"
-    values: list[Any] = []
-    for rating in ratings:
-        values += [
-            column.get_db_prep_save(column.pre_save(rating, add=True), connection)
-            for column in RATING_COLUMNS
-        ]
-    key = [quote(name) for name in RATING_KEY]
-    sql = (
-        f"INSERT INTO {quote(Rating._meta.db_table)} ({', '.join(quote(c) for c in columns)}) "
-        f"VALUES {', '.join([placeholders] * len(ratings))} ON CONFLICT ({', '.join(key)}) DO NOTHING "
-        f"RETURNING {', '.join(key)}, {quote('id')}"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, values)
+    the others, left for `save_ratings` to revise. Any other constraint still refuses a bad row. One
+    array per column (`unnest`): the same statement text for any number of ratings."""
+    this = connections[DEFAULT_DB_ALIAS]
+    values = [
+        [column.get_db_prep_save(column.pre_save(rating, add=True), this) for rating in ratings]
+        for column in RATING_COLUMNS
+    ]
+    with this.cursor() as cursor:
+        cursor.execute(insert_ratings_sql(), values)
         created = {tuple(key): pk for *key, pk in cursor.fetchall()}
     for rating in ratings:
         rating.pk = created.get(key_of(rating))
     return [rating for rating in ratings if rating.pk is None]
+
+
+@functools.cache
+def insert_ratings_sql() -> str:
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(str(column.column)) for column in RATING_COLUMNS)
+    key = ", ".join(quote(name) for name in RATING_KEY)
+    return (
+        f"INSERT INTO {quote(Rating._meta.db_table)} ({columns}) "
+        f"SELECT * FROM unnest({array_parameters(RATING_COLUMNS)}) "
+        f"ON CONFLICT ({key}) DO NOTHING RETURNING {key}, {quote('id')}"
+    )

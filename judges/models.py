@@ -64,7 +64,10 @@ class Judge(models.Model):
     )
     requests_per_minute = models.PositiveIntegerField(default=0, help_text="0 = no limit.")
     tokens_per_minute = models.PositiveIntegerField(default=0, help_text="0 = no limit.")
-    concurrency = models.PositiveIntegerField(default=8, help_text="Calls in flight at once, across workers.")
+    concurrency = models.PositiveIntegerField(
+        default=8,
+        help_text="Requests in flight at once, across workers; a call waiting to be retried takes no slot.",
+    )
     price_input_per_million = models.DecimalField(
         max_digits=10, decimal_places=4, default=Decimal("0"), validators=[MinValueValidator(Decimal("0"))]
     )

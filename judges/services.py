@@ -3,7 +3,9 @@
 A run is worked by lanes: Celery tasks that each claim and do one call after another until none is
 left. The first lane works alone until its first call is through (so a wrong key or model stops the
 run after one call, not after a burst), then starts the others; the number of lanes is the judge's
-concurrency, across all workers together.
+concurrency, across all workers together. A lane has one request in flight at a time: a call waiting
+for its retry after a transient error is set aside (`calls.Retries`) while the lane sends others, so the
+concurrency is the number of requests in flight at once.
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
-from django.db.models import Count, IntegerField, Q, Sum
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Count, IntegerField, Q, QuerySet, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 from django.utils import timezone
 
+from datasets.models import Item
 from evaluations.models import Evaluation, Rater, Rating
 from projects import leases
 from rubrics.models import RubricVersion
@@ -28,7 +31,7 @@ from rubrics.rendering import RenderError, render_prompt
 
 from . import batch as batches
 from . import credentials
-from .calls import LaneContext, Outcome, process_call
+from .calls import LaneContext, Outcome, Retries, process_call
 from .claims import CALL_LEASE, ClaimAhead, release_claim
 from .endpoints import build_request, sent_parameters
 from .models import Judge, JudgeCall, JudgeRun
@@ -40,7 +43,8 @@ if TYPE_CHECKING:
 ESTIMATE_SAMPLE_ITEMS = 50
 EXPECTED_SCORE_TOKENS = 5
 EXPECTED_JSON_TOKENS = 120
-CALL_BATCH = 5000
+# Columns of a new call that `insert_calls` fills itself; every other one gets its field's default.
+FILLED_CALL_COLUMNS = {"id", "run_id", "item_id", "sample", "swapped"}
 # Any lane of a running run beats `heartbeat`; before the first beat the run dates from its queueing.
 RUN_LEASE = leases.Lease(
     renewed="heartbeat", held=Q(status=JudgeRun.Status.RUNNING), dated_by=("queued_at", "created")
@@ -222,18 +226,45 @@ def launch_run(
             queued_at=timezone.now(),
             mode=JudgeRun.Mode.BATCH if batch else JudgeRun.Mode.LIVE,
         )
-        item_ids = list(evaluation.items().order_by("position").values_list("pk", flat=True))
-        calls = [
-            JudgeCall(run=run, item_id=item_id, sample=sample, swapped=swapped)
-            for item_id in item_ids
-            for sample in range(params.samples)
-            for swapped in orders
-        ]
-        JudgeCall.objects.bulk_create(calls, batch_size=CALL_BATCH)
-        run.total_calls = len(calls)
+        items = evaluation.items()
+        run.total_calls = insert_calls(run=run, items=items, samples=params.samples, orders=orders)
         run.save(update_fields=["total_calls"])
         start_work(run)
     return run
+
+
+INSERT_CALLS_SQL = """
+INSERT INTO {calls} (run_id, item_id, sample, swapped, {columns})
+SELECT %s, item.pk, choice.sample, choice.swapped, {defaults}
+FROM ({items}) item, ({choices}) choice
+ORDER BY item.position, choice.sample, choice.swapped
+"""
+
+
+def insert_calls(*, run: JudgeRun, items: QuerySet[Item], samples: int, orders: list[bool]) -> int:
+    """A pending call per item, sample and order, in item order (claims take the lowest id first), with one
+    INSERT ... SELECT from the items: building and sending 2,000 call objects took ~0.2 s of a run's
+    start. The other columns get their fields' defaults, prepared by the fields. Returns the count."""
+    quote = connection.ops.quote_name
+    fields = [f for f in JudgeCall._meta.concrete_fields if f.attname not in FILLED_CALL_COLUMNS]
+    items_sql, items_params = items.order_by().values_list("pk", "position").query.sql_with_params()
+    choices = [(sample, swapped) for sample in range(samples) for swapped in orders]
+    sql = INSERT_CALLS_SQL.format(
+        calls=quote(JudgeCall._meta.db_table),
+        columns=", ".join(quote(str(field.column)) for field in fields),
+        defaults=", ".join(["%s"] * len(fields)),
+        items=items_sql,
+        choices=" UNION ALL ".join(["SELECT %s AS sample, %s AS swapped"] * len(choices)),
+    )
+    params = [
+        run.pk,
+        *(field.get_db_prep_save(field.get_default(), connection) for field in fields),
+        *items_params,
+        *(value for choice in choices for value in choice),
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
 
 
 def check_launches(
@@ -334,19 +365,28 @@ def work_lane(*, run_id: int, lane: int) -> int:
         return 0
     ctx = LaneContext.load(run)
     ahead = ClaimAhead(ctx)
+    retries = Retries()
     done = 0
     while not ctx.stopped():
-        claimed = ahead.next()
-        if claimed is None:
-            break
+        # A call whose retry is due goes first; a new one only while few wait.
+        claim = retries.due() or (None if retries.full else ahead.next())
+        if claim is None:
+            if not retries:
+                break
+            retries.sleep(ctx)
+            continue
         ahead.prefetch()
-        outcome = process_call(ctx, *claimed)
+        outcome = process_call(ctx, claim)
+        if outcome is Outcome.WAITING:
+            retries.add(claim)
+            continue
         if outcome is Outcome.STOPPED:
-            release_claim(*claimed)
+            release_claim(claim.call, claim.token)
             break
         done += 1
         if lane == 0 and done == 1:
             start_other_lanes(run)
+    retries.release()
     ahead.release()
     done -= ctx.wait_for_finishes()
     complete_run_if_finished(run_id=run_id)

@@ -1,13 +1,16 @@
 """judges/db.py: claiming calls works the same on PostgreSQL and SQLite."""
 
+import uuid
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
-from judges import db, services
-from judges.calls import LaneContext
+from evaluations.models import Rating
+from judges import client, db, services
+from judges.calls import LaneContext, done_fields
 from judges.claims import claim_next_call, release_claim
+from judges.finishing import Finish, store_finishes
 from judges.models import JudgeCall
 from tests.judges.conftest import make_judge
 from tests.judges.test_runs import setup_evaluation
@@ -28,6 +31,9 @@ def test_each_pending_call_is_claimed_once_in_order_with_its_item(run):
     calls = [call for call, _token in claims[:3]]  # type: ignore[misc]
     assert [call.item.external_id for call in calls] == ["d-0", "d-1", "d-2"]
     assert all(call.item.response["text"] and call.item.metadata for call in calls)
+    # Columns the claim does not read are fetched when read, never taken for their defaults.
+    assert calls[2].item.position == 2 and calls[2].item.dataset_id == run.evaluation.dataset_id
+    assert calls[2].claimed_at is not None and calls[2].run_id == run.pk
     stored = {c.pk: c.claim_token for c in run.calls.filter(status=JudgeCall.Status.CLAIMED)}
     assert stored == {call.pk: token for call, token in claims[:3]}  # type: ignore[misc]
 
@@ -52,6 +58,42 @@ def test_only_claims_older_than_the_lease_are_taken_over(run):
     taken = claim_next_call(ctx)
     assert taken is not None and taken[0].pk == stale_call.pk
     assert JudgeCall.objects.get(pk=stale_call.pk).claim_token == taken[1]
+
+
+def test_a_batch_of_done_calls_is_stored_as_sent_with_ratings_only_where_the_claim_held(run):
+    ctx = LaneContext.load(run)
+    claims = [claim_next_call(ctx) for _ in range(3)]
+    # What an array literal must quote: quotes, braces, backslashes, commas, NULL, new lines, non-ASCII.
+    text = 'Rating: 4\n"quoted" {braces} back\\slash, comma; NULL ünïcødé 😀 '
+    finishes = []
+    for n, (call, token) in enumerate(claims):  # type: ignore[misc]
+        reply = client.Reply(
+            content=text + str(n),
+            finish_reason="stop",
+            prompt_tokens=10 + n,
+            completion_tokens=3,
+            latency_ms=12.5 + n,
+            reasoning_tokens=n,
+        )
+        fields = done_fields(ctx, call, reply, want_logprobs=False, cached=False, attempts=1 + n)
+        finishes.append(Finish(ctx, call, uuid.uuid4() if n == 1 else token, fields))
+    assert store_finishes(finishes) == [True, False, True]
+    for n, (call, token) in enumerate(claims):  # type: ignore[misc]
+        row = JudgeCall.objects.get(pk=call.pk)
+        if n == 1:  # someone else's claim now: left alone
+            assert (row.status, row.claim_token, row.raw_output) == (JudgeCall.Status.CLAIMED, token, "")
+            continue
+        assert (row.status, row.claim_token, row.value) == (JudgeCall.Status.DONE, None, "4")
+        assert (row.raw_output, row.prompt_tokens, row.latency_ms, row.attempts) == (
+            text + str(n),
+            10 + n,
+            12.5 + n,
+            1 + n,
+        )
+        assert row.details == finishes[n].fields["details"] and row.finished_at is not None
+        rating = Rating.objects.get(rater_id=run.rater_id, item_id=call.item_id)
+        assert (rating.value, rating.raw_output) == ("4", text + str(n))
+    assert Rating.objects.filter(rater_id=run.rater_id).count() == 2
 
 
 @pytest.mark.django_db

@@ -235,6 +235,21 @@ def test_cancel_stops_the_lanes_and_resume_finishes_the_run(project, fake_llm):
     assert Rating.objects.filter(rater=run.rater).count() == 3
 
 
+def test_launch_writes_a_pending_call_per_item_sample_and_order_in_item_order(project, fake_llm):
+    version, evaluation = setup_evaluation(project, kind="pairwise", items=3, template=PAIRWISE_TEMPLATE)
+    judge = make_judge(project, fake_llm, samples=2)
+    run = services.launch_run(judge=judge, evaluation=evaluation, rubric_version=version)
+    fields = ("item__position", "sample", "swapped", "status", "attempts", "claim_token", "details", "value")
+    calls = list(run.calls.order_by("id").values_list(*fields))
+    assert calls == [
+        (position, sample, swapped, JudgeCall.Status.PENDING, 0, None, {}, "")
+        for position in range(3)
+        for sample in range(2)
+        for swapped in (False, True)
+    ]
+    assert run.total_calls == 12
+
+
 def test_estimate_counts_calls_tokens_and_cost_before_launch(project, fake_llm):
     version, evaluation = setup_evaluation(project, kind="pairwise", items=4, template=PAIRWISE_TEMPLATE)
     judge = make_judge(project, fake_llm, samples=2, price_input_per_million=10, price_output_per_million=30)

@@ -1,0 +1,138 @@
+"""Calls that meet a transient error wait for their retry beside their lane, still claimed: the judge's
+concurrency counts requests in flight, so the lane sends other calls meanwhile (judges.calls.Retries)."""
+
+import re
+import threading
+import time
+
+import pytest
+from django.db import connection
+
+from evaluations.models import Rating
+from judges import services
+from judges.calls import MAX_WAITING_CALLS
+from judges.fake_llm import FakeConfig, FakeLLM
+from judges.models import JudgeCall, JudgeRun
+from tests import factories
+from tests.judges.conftest import make_judge, run_to_end
+
+
+class RecordingLLM(FakeLLM):
+    """The simulated model, recording which item (factories' "Hello number N") each chat request was
+    for; the first request for each item of `rate_limited` gets a 429 with Retry-After `retry_after`."""
+
+    def __init__(self, *, retry_after: float, rate_limited) -> None:
+        super().__init__(FakeConfig(latency_ms=0, retry_after=retry_after))
+        self.rate_limited = set(rate_limited)
+        self.items: list[int] = []
+
+    def _fault_for(self, body: bytes, config: FakeConfig) -> str | None:
+        found = re.search(rb"Hello number (\d+)", body)
+        assert found is not None
+        item = int(found[1])
+        self.items.append(item)
+        return "429" if item in self.rate_limited and self.items.count(item) == 1 else None
+
+
+@pytest.fixture
+def recording():
+    """Start RecordingLLM(retry_after=..., rate_limited=...); stopped afterwards."""
+    servers: list[RecordingLLM] = []
+
+    def start(**options) -> RecordingLLM:
+        server = RecordingLLM(**options)
+        server.start(stop_after=120)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def setup_evaluation(project, items: int):
+    version = factories.make_rubric(project=project, name="Quality")
+    evaluation = factories.make_evaluation(project, factories.make_dataset(project, items=items), [version])
+    return version, evaluation
+
+
+def calls_by_item(run: JudgeRun) -> list[JudgeCall]:
+    return list(run.calls.order_by("item__position"))
+
+
+def test_a_call_waiting_for_its_retry_leaves_the_only_slot_to_the_next_call(project, recording):
+    server = recording(retry_after=1.0, rate_limited={0})
+    version, evaluation = setup_evaluation(project, items=2)
+    run = run_to_end(make_judge(project, server, concurrency=1), evaluation, version)
+    # The second call went out, and was answered, before the first call's retry.
+    assert server.items == [0, 1, 0]
+    first, second = calls_by_item(run)
+    assert first.finished_at is not None and second.finished_at is not None
+    assert second.finished_at < first.finished_at
+    assert (first.attempts, second.attempts) == (2, 1)
+    assert run.status == JudgeRun.Status.DONE
+    assert Rating.objects.filter(rater=run.rater).count() == 2
+
+
+def test_a_lane_keeps_only_a_few_calls_waiting_then_waits_itself(project, recording):
+    server = recording(retry_after=0.3, rate_limited=range(6))
+    version, evaluation = setup_evaluation(project, items=6)
+    run = run_to_end(make_judge(project, server, concurrency=1), evaluation, version)
+    # Every first request is refused: the lane claims MAX_WAITING_CALLS calls, then sends one of them again.
+    assert server.items[:MAX_WAITING_CALLS] == [*range(MAX_WAITING_CALLS)]
+    assert server.items[MAX_WAITING_CALLS] in range(MAX_WAITING_CALLS)
+    assert sorted(server.items) == sorted([*range(6)] * 2)
+    assert [call.attempts for call in calls_by_item(run)] == [2] * 6
+    assert run.status == JudgeRun.Status.DONE
+    assert Rating.objects.filter(rater=run.rater).count() == 6
+
+
+def test_llm_max_attempts_still_caps_a_call_sent_again_from_the_waiting_list(project, fake_llm, settings):
+    settings.LLM_MAX_ATTEMPTS = 3
+    version, evaluation = setup_evaluation(project, items=3)
+    judge = make_judge(project, fake_llm, model="fake-judge?fault=429&fault_attempts=0&retry_after=0.01")
+    run = run_to_end(judge, evaluation, version)
+    for call in calls_by_item(run):
+        assert call.status == JudgeCall.Status.FAILED and call.attempts == 3
+        assert call.error.startswith("gave up after 3 attempts: rate limited (429)")
+    assert run.status == JudgeRun.Status.FAILED and "3 call(s) failed" in run.error
+    assert not Rating.objects.filter(rater=run.rater).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_cancelled_while_a_call_waits_gives_the_call_back_at_once(project, recording, monkeypatch):
+    # The lane claims and stores on its own thread, so no helper thread keeps a connection to the test
+    # database, which is dropped at the end.
+    monkeypatch.setattr("judges.db.helper_threads_see_our_writes", lambda: False)
+    server = recording(retry_after=30.0, rate_limited={0})
+    version, evaluation = setup_evaluation(project, items=2)
+    run = services.launch_run(
+        judge=make_judge(project, server, concurrency=1), evaluation=evaluation, rubric_version=version
+    )
+
+    def work() -> None:
+        try:
+            services.work_lane(run_id=run.pk, lane=0)
+        finally:
+            connection.close()
+
+    lane = threading.Thread(target=work)
+    lane.start()
+    deadline = time.monotonic() + 10
+    while not Rating.objects.filter(rater=run.rater).exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.items == [0, 1]  # the second call was answered while the first waits 30 s
+    assert services.cancel_run(run=run)
+    lane.join(timeout=5)  # the lane looks at the run's status while it waits
+    assert not lane.is_alive()
+    first, second = calls_by_item(run)
+    assert (first.status, first.claim_token) == (JudgeCall.Status.PENDING, None)
+    assert second.status == JudgeCall.Status.DONE
+    assert server.items == [0, 1]  # the retry never went out
+
+    services.resume_run(run=run)
+    services.work_lane(run_id=run.pk, lane=0)
+    run.refresh_from_db()
+    assert run.status == JudgeRun.Status.DONE
+    assert server.items == [0, 1, 0]
+    assert Rating.objects.filter(rater=run.rater).count() == 2
