@@ -93,7 +93,8 @@ def _resample_weights(
     for value, start, end in zip(values.tolist(), starts.tolist(), ends, strict=True):
         if value <= _POISSON_TABLES:
             draws = rng.integers(0, 65536, size=(end - start, size), dtype=np.uint16)
-            np.take(_poisson_bytes(value), draws, out=by_count[start:end])
+            # Indexing, not np.take(..., out=): the same bytes, ~10x faster (take's out= path is slow).
+            by_count[start:end] = _poisson_bytes(value)[draws]
         else:  # a row seen more than 16 times: counts beyond a byte, set after the conversion
             large.append((order[start:end], rng.poisson(value, size=(end - start, size))))
     rank = np.empty(distinct, dtype=np.int64)
