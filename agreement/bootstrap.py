@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -56,13 +57,18 @@ def bootstrap(
         return point, percentile_intervals(np.concatenate(draws, axis=0), level=level)
     rng = np.random.default_rng(seed)
     chunk = max(1, min(resamples, budget // max(1, unique.shape[0])))
+    sizes = [min(chunk, resamples - start) for start in range(0, resamples, chunk)]
     draws = []
-    done = 0
-    while done < resamples:
-        size = min(chunk, resamples - done)
-        weights = _resample_weights(rng, counts, inverse, size)
-        draws.append(np.asarray(statistic(unique, weights), dtype=np.float64).reshape(size, -1))
-        done += size
+    # The next chunk's weights are drawn in a second thread while `statistic` reads this chunk's: NumPy
+    # and SciPy's sparse products release the GIL, so on two cores the draws cost little wall time. One
+    # thread draws them all, in order, from the one generator: the same weights as drawing inline.
+    with ThreadPoolExecutor(max_workers=1) as drawer:
+        pending = drawer.submit(_resample_weights, rng, counts, inverse, sizes[0])
+        for k, size in enumerate(sizes):
+            weights = pending.result()
+            if k + 1 < len(sizes):
+                pending = drawer.submit(_resample_weights, rng, counts, inverse, sizes[k + 1])
+            draws.append(np.asarray(statistic(unique, weights), dtype=np.float64).reshape(size, -1))
     values = np.concatenate(draws, axis=0)
     return point, percentile_intervals(values, level=level)
 

@@ -145,18 +145,20 @@ def human_pairs(ctx: Context, names: list[str]) -> list[dict]:
 
 def human_summaries(ctx: Context, names: list[str]) -> list[dict]:
     """Each person's pooled agreement with the other people on the items they share: weak raters stand out."""
-    codes = ctx.matrix.codes[:, ctx.human_cols]
+    codes = ctx.human_codes
+    # Per item, how many people gave each label: on an item they rated, a person has (people who rated
+    # it - 1) pairs with the others, of which (people who gave the same label - 1) agree.
+    counts = st.category_counts(codes, ctx.levels)
+    rated = counts.sum(axis=1)
     out = []
     for n, name in enumerate(names):
-        mine = codes[:, n]
-        others = np.delete(codes, n, axis=1)
-        valid = (mine[:, None] >= 0) & (others >= 0)
-        pairs = int(valid.sum())
-        agree = int(((others == mine[:, None]) & valid).sum())
+        rows = np.nonzero(codes[:, n] >= 0)[0]
+        pairs = int((rated[rows] - 1.0).sum())
+        agree = int((counts[rows, codes[rows, n]] - 1.0).sum())
         out.append(
             {
                 "rater": name,
-                "rated": int((mine >= 0).sum()),
+                "rated": int(rows.shape[0]),
                 "pairs": pairs,
                 "percent_agreement": agree / pairs if pairs else None,
             }
