@@ -295,9 +295,8 @@ def pairs_of_columns(ctx: Context, pairs: list[tuple[int, int]]) -> list[dict | 
     and each figure computed for all pairs at once (identical to two_raters, or within 1e-15).
     """
     matrix = ctx.matrix
-    values_a = np.unique(matrix.value_codes[:, sorted({a for a, _ in pairs})])
-    values_b = np.unique(matrix.value_codes[:, sorted({b for _, b in pairs})])
-    values_a, values_b = values_a[values_a >= 0], values_b[values_b >= 0]
+    values_a = _values_given(ctx, sorted({a for a, _ in pairs}))
+    values_b = _values_given(ctx, sorted({b for _, b in pairs}))
     size_a, size_b = values_a.shape[0], values_b.shape[0]
     cells = size_a * size_b if ctx.data.is_likert else ctx.levels * ctx.levels
     if len(pairs) * cells > PAIR_CELLS_BUDGET:
@@ -333,8 +332,8 @@ def pairs_of_columns(ctx: Context, pairs: list[tuple[int, int]]) -> list[dict | 
         ],
     }
     if ctx.data.is_likert:
-        va = np.searchsorted(values_a, matrix.value_codes[rows, col_a])
-        vb = np.searchsorted(values_b, matrix.value_codes[rows, col_b])
+        va = _renumber(values_a, ctx)[matrix.value_codes[rows, col_a]]
+        vb = _renumber(values_b, ctx)[matrix.value_codes[rows, col_b]]
         tables = np.bincount(pair * size_a * size_b + va * size_b + vb, minlength=k * size_a * size_b)
         numeric = st.table_figures(
             tables.reshape(k, size_a, size_b).astype(np.float64),
@@ -370,6 +369,19 @@ def pairs_of_columns(ctx: Context, pairs: list[tuple[int, int]]) -> list[dict | 
                 entry["why"][metric] = stats[n].why
         out.append(entry)
     return out
+
+
+def _values_given(ctx: Context, cols: list[int]) -> np.ndarray:
+    """The value codes (into ctx.value_levels) given in these columns, in increasing order."""
+    codes = ctx.matrix.value_codes[:, cols]
+    return np.nonzero(np.bincount(codes[codes >= 0], minlength=ctx.value_levels.shape[0]))[0]
+
+
+def _renumber(values: np.ndarray, ctx: Context) -> np.ndarray:
+    """A look-up from value code to its position in `values` (a sorted subset of the codes)."""
+    position = np.full(ctx.value_levels.shape[0], -1, dtype=np.int64)
+    position[values] = np.arange(values.shape[0])
+    return position
 
 
 def _numeric_stats(numeric: dict[str, np.ndarray]) -> dict[str, list[st.Stat]]:
