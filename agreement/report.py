@@ -15,6 +15,7 @@ Conventions (also in docs/agreement.md):
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -282,6 +283,26 @@ def _attach_external_ids(blocks: list[RubricReport]) -> None:
             entry["external_id"] = names.get(entry["item_id"], "")
 
 
+@functools.cache
+def _blas() -> ThreadpoolController:
+    return ThreadpoolController()
+
+
+def _single_threaded_blas[**P, R](function: Callable[P, R]) -> Callable[P, R]:
+    """Run `function` with OpenBLAS on one thread. The report's products are tall and thin (resamples x
+    rows times rows x a few dozen columns): memory bound, so BLAS threads only spin against each other
+    and the rest of the machine (measured: ~2 s more CPU, up to 1 s more wall time per 100k-item report
+    on 2 cores)."""
+
+    @functools.wraps(function)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        with _blas().limit(limits=1, user_api="blas"):
+            return function(*args, **kwargs)
+
+    return wrapper
+
+
+@_single_threaded_blas
 def rubric_report(
     data: RubricRatings,
     *,
@@ -295,40 +316,6 @@ def rubric_report(
     split_key: int | None = None,
 ) -> RubricReport:
     """One rubric version's block; `split_key` (the evaluation id) adds tune and held-out figures."""
-    # The products here are tall and thin (resamples x rows times rows x a few dozen columns): memory
-    # bound, so OpenBLAS's threads only spin against each other and against the rest of the machine
-    # (measured: ~2 s more CPU and up to 1 s more wall time per 100k-item report on 2 cores).
-    with _blas().limit(limits=1, user_api="blas"):
-        return _rubric_report(
-            data,
-            raters=raters,
-            items=items,
-            overlap=overlap,
-            resamples=resamples,
-            seed=seed,
-            disagreements=disagreements,
-            alt_test=alt_test,
-            split_key=split_key,
-        )
-
-
-@functools.cache
-def _blas() -> ThreadpoolController:
-    return ThreadpoolController()
-
-
-def _rubric_report(
-    data: RubricRatings,
-    *,
-    raters: dict[int, dict],
-    items: int,
-    overlap: int,
-    resamples: int,
-    seed: int,
-    disagreements: int,
-    alt_test: AltTestSettings | None,
-    split_key: int | None,
-) -> RubricReport:
     version = data.version
     present = sorted(set(data.rater_ids.tolist()), key=lambda r: (raters[r]["kind"], raters[r]["name"]))
     humans = [r for r in present if raters[r]["kind"] == "human"]
