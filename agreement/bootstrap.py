@@ -79,7 +79,8 @@ def _resample_weights(
     """(size, P) how often each distinct row occurs in `size` resamples of the n items.
 
     Few distinct rows: how often each is drawn when resampling n items with replacement, a
-    multinomial over them. Many (each item nearly its own pattern): the Poisson bootstrap, each
+    multinomial over them. Many (each item nearly its own pattern, or thousands of patterns): the
+    Poisson bootstrap, each
     item drawn Poisson(1) times independently (a row seen c times: Poisson(c)), which has the same
     spread as resampling n items with replacement for the sizes where it is used (the total is
     n +- sqrt(n) instead of exactly n) and costs one 16-bit random number and a table look-up per
@@ -87,7 +88,9 @@ def _resample_weights(
     row's weights over the resamples are contiguous (what the sparse per-pair sums read).
     """
     n, distinct = inverse.shape[0], counts.shape[0]
-    if distinct * 4 < n:
+    # The multinomial costs a binomial draw per distinct row and resample (~70 ns), the Poisson weights
+    # a byte look-up (~5 ns): Poisson also for thousands of rows seen 16 times or fewer on average.
+    if distinct * 4 < n and (distinct < 4096 or distinct * 16 < n):
         return np.asfortranarray(rng.multinomial(n, counts / n, size=size), dtype=np.float64)
     # Rows by count, each count's block drawn in place as bytes (a 64 KB table stays in cache), then
     # put back in row order as float32 (whole counts: exact, half the memory of float64).
