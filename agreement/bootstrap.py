@@ -1,6 +1,7 @@
 """The bootstrap over items for agreement statistics: resample weights over distinct rows (exact
-multinomial, or Poisson when nearly every item is its own row), the per-item resamples a report shares
-between its groups, and percentile intervals. The kernels it weights are in `agreement.statistics`.
+multinomial, or Poisson when nearly every item is its own row or there are thousands of rows), the
+per-item resamples a report shares between its groups, and percentile intervals. The kernels it weights
+are in `agreement.statistics`.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ def bootstrap(
     P distinct rows and (B, P) weights to (B,) or (B, k) figures. Resampling n items with
     replacement is the same as drawing how often each distinct row occurs from a multinomial
     with the rows' frequencies, which is what happens here, a chunk of resamples at a time
-    (or, when nearly every item is its own row, the Poisson bootstrap: see _resample_weights).
+    (or, with many distinct rows, the Poisson bootstrap: see _resample_weights). The next chunk's
+    weights are drawn in a second thread while `statistic` reads this one's.
     `shared` (with `members`, each row's index among its items): when four in five items or more are
     their own row, take the Poisson weights of these items from the report's one set instead of
     drawing new ones, and evaluate `statistic` on the rows themselves (the set's seed and resamples
