@@ -188,11 +188,12 @@ def test_bootstrap_is_reproducible_with_a_fixed_seed_and_contains_the_estimate()
 
 
 def assert_spread_of_resampling_items(rows: np.ndarray) -> None:
-    """The bootstrap's 95% interval of the mean is that of resampling the 3,000 items naively."""
+    """The bootstrap's 95% interval of the mean is that of resampling the items naively."""
     _, ci = bs.bootstrap(rows, _mean_stat, resamples=2000, seed=1)
     assert ci is not None
     rng = np.random.default_rng(2)
-    naive = np.array([rows[rng.integers(0, 3000, 3000), 0].mean() for _ in range(2000)])
+    n = rows.shape[0]
+    naive = np.array([rows[rng.integers(0, n, n), 0].mean() for _ in range(2000)])
     expected = np.percentile(naive, [2.5, 97.5])
     width = expected[1] - expected[0]
     assert ci[0] == pytest.approx(expected, abs=0.1 * width)
@@ -213,6 +214,16 @@ def test_poisson_bootstrap_of_distinct_items_has_the_spread_of_resampling_items(
     rows = np.random.default_rng(5).permutation(3000)[:, None] % 997
     _, counts = st.unique_rows(rows)
     assert counts.shape[0] * 4 >= rows.shape[0]
+    assert_spread_of_resampling_items(rows)
+
+
+def test_poisson_bootstrap_of_thousands_of_patterns_has_the_spread_of_resampling_items():
+    # 4,500 patterns over 20,000 items (about 4 each): too many for one binomial per pattern and resample.
+    rows = np.random.default_rng(6).permutation(20_000)[:, None] % 4_500
+    _, counts, inverse = st.unique_rows(rows, return_inverse=True)
+    assert counts.shape[0] * 4 < rows.shape[0] and counts.shape[0] >= 4096
+    weights = bs._resample_weights(np.random.default_rng(0), counts, inverse, 50)
+    assert weights.dtype == np.float32  # the Poisson path (the multinomial's are float64, exactly n)
     assert_spread_of_resampling_items(rows)
 
 
