@@ -16,6 +16,7 @@ from agreement.tables import (
     interval,
     mean_kappa,
     pair_tables,
+    pairs_of_columns,
     people_pair_tables,
     people_pairs,
     row_means,
@@ -69,22 +70,9 @@ def model_report(ctx: Context, col: int) -> ModelFigures:
 
 def vs_each_human(ctx: Context, col: int, usable: np.ndarray) -> dict:
     """Pooled percent agreement over (model, person) pairs; other figures per person, weighted by items."""
-    values, codes = ctx.matrix.values, ctx.matrix.codes
-    per_person = []
-    vc = ctx.matrix.value_codes
-    for h in ctx.human_cols:
-        shared = ctx.rated_rows[h][usable[ctx.rated_rows[h]]]
-        if shared.shape[0]:
-            entry = two_raters(
-                ctx,
-                codes[shared, col],
-                codes[shared, h],
-                values[shared, col],
-                values[shared, h],
-                value_codes=(vc[shared, col], vc[shared, h]),
-            )
-            entry["items"] = int(shared.shape[0])
-            per_person.append(entry)
+    codes = ctx.matrix.codes
+    # Items a person rated are usable exactly when the model rated them too: the pair's shared items.
+    per_person = [e for e in pairs_of_columns(ctx, [(col, h) for h in ctx.human_cols]) if e is not None]
     if not per_person:
         return {"items": 0, "why": {"all": "no item rated by both the model and a person"}}
     out: dict = {"items": int(usable.sum()), "why": {}}

@@ -15,10 +15,10 @@ from agreement.tables import (
     items_with,
     mean_kappa,
     pair_tables,
+    pairs_of_columns,
     people_pair_tables,
     people_pairs,
     shares_people_tables,
-    two_raters,
     weighted_mean,
 )
 
@@ -121,42 +121,31 @@ def _human_figures(
 
 
 def human_pairs(ctx: Context, names: list[str]) -> list[dict]:
-    pairs = []
-    matrix = ctx.matrix
-    for a, b in itertools.combinations(range(len(ctx.human_cols)), 2):
-        rows_a = ctx.rated_rows[a]
-        shared = rows_a[np.isfinite(matrix.values[rows_a, b])]
-        if not shared.shape[0]:
-            continue
-        entry = {"a": names[a], "b": names[b], "items": int(shared.shape[0])}
-        entry.update(
-            two_raters(
-                ctx,
-                matrix.codes[shared, a],
-                matrix.codes[shared, b],
-                matrix.values[shared, a],
-                matrix.values[shared, b],
-                value_codes=(matrix.value_codes[shared, a], matrix.value_codes[shared, b]),
-            )
-        )
-        pairs.append(entry)
-    return pairs
+    people = list(itertools.combinations(range(len(ctx.human_cols)), 2))
+    figures = pairs_of_columns(ctx, [(ctx.human_cols[a], ctx.human_cols[b]) for a, b in people])
+    return [
+        {"a": names[a], "b": names[b], **entry}
+        for (a, b), entry in zip(people, figures, strict=True)
+        if entry is not None
+    ]
 
 
 def human_summaries(ctx: Context, names: list[str]) -> list[dict]:
     """Each person's pooled agreement with the other people on the items they share: weak raters stand out."""
-    codes = ctx.matrix.codes[:, ctx.human_cols]
+    codes = ctx.human_codes
+    # Per item, how many people gave each label: on an item they rated, a person has (people who rated
+    # it - 1) pairs with the others, of which (people who gave the same label - 1) agree.
+    counts = st.category_counts(codes, ctx.levels)
+    rated = counts.sum(axis=1)
     out = []
     for n, name in enumerate(names):
-        mine = codes[:, n]
-        others = np.delete(codes, n, axis=1)
-        valid = (mine[:, None] >= 0) & (others >= 0)
-        pairs = int(valid.sum())
-        agree = int(((others == mine[:, None]) & valid).sum())
+        rows = np.nonzero(codes[:, n] >= 0)[0]
+        pairs = int((rated[rows] - 1.0).sum())
+        agree = int((counts[rows, codes[rows, n]] - 1.0).sum())
         out.append(
             {
                 "rater": name,
-                "rated": int((mine >= 0).sum()),
+                "rated": int(rows.shape[0]),
                 "pairs": pairs,
                 "percent_agreement": agree / pairs if pairs else None,
             }

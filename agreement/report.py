@@ -14,10 +14,13 @@ Conventions (also in docs/agreement.md):
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from agreement.against_people import ModelFigures, disagreement_list, model_report
 from agreement.estimates import ppi_entry
@@ -280,6 +283,26 @@ def _attach_external_ids(blocks: list[RubricReport]) -> None:
             entry["external_id"] = names.get(entry["item_id"], "")
 
 
+@functools.cache
+def _blas() -> ThreadpoolController:
+    return ThreadpoolController()
+
+
+def _single_threaded_blas[**P, R](function: Callable[P, R]) -> Callable[P, R]:
+    """Run `function` with OpenBLAS on one thread. The report's products are tall and thin (resamples x
+    rows times rows x a few dozen columns): memory bound, so BLAS threads only spin against each other
+    and the rest of the machine (measured: ~2 s more CPU, up to 1 s more wall time per 100k-item report
+    on 2 cores)."""
+
+    @functools.wraps(function)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        with _blas().limit(limits=1, user_api="blas"):
+            return function(*args, **kwargs)
+
+    return wrapper
+
+
+@_single_threaded_blas
 def rubric_report(
     data: RubricRatings,
     *,

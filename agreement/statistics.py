@@ -313,6 +313,66 @@ def w_kendall_tau_b(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> float:
     return float((concordant - discordant) / den) if den > 0 else float("nan")
 
 
+def table_figures(tables: np.ndarray, x: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
+    """Spearman, Kendall tau-b, Pearson, within-one, MAE and bias (x minus y) of K pairs of raters at once.
+
+    `tables` (K, V, W): how many items each pair rated (x[v], y[w]); whole counts. The same figures as
+    `_numeric_from_distinct` on each table's cells: Pearson from moments, Spearman from the midranks of
+    the margins, Kendall's tau-b from concordant and discordant counts (exact sums of whole counts).
+    Undefined figures are NaN; "n" (items), "x_levels" and "y_levels" (distinct values given) say why.
+    """
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    rows, cols = tables.sum(axis=2), tables.sum(axis=1)
+    n = rows.sum(axis=1)
+    safe_n = np.where(n > 0, n, 1.0)
+    difference = x[:, None] - y[None, :]
+    out = {"n": n, "x_levels": (rows > 0).sum(axis=1), "y_levels": (cols > 0).sum(axis=1)}
+    # Pearson, as w_pearson: centred by the means, on raw sums over the cells.
+    mx, my = rows @ x / safe_n, cols @ y / safe_n
+    var_x = rows @ (x * x) / safe_n - mx**2
+    var_y = cols @ (y * y) / safe_n - my**2
+    cov = np.einsum("kvw,v,w->k", tables, x, y) / safe_n - mx * my
+    den = np.sqrt(np.clip(var_x, 0, None) * np.clip(var_y, 0, None))
+    scale = np.maximum(np.abs(mx), 1.0) * np.maximum(np.abs(my), 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["pearson"] = np.where(den > 1e-12 * scale, np.clip(cov / den, -1.0, 1.0), np.nan)
+    # Spearman, as w_spearman: each value's midrank among the pair's items, then Pearson of the ranks.
+    rank_x = np.cumsum(rows, axis=1) - (rows - 1.0) / 2.0
+    rank_y = np.cumsum(cols, axis=1) - (cols - 1.0) / 2.0
+    dx = rank_x - ((rows * rank_x).sum(axis=1) / safe_n)[:, None]
+    dy = rank_y - ((cols * rank_y).sum(axis=1) / safe_n)[:, None]
+    cov = np.einsum("kvw,kv,kw->k", tables, dx, dy)
+    den = np.sqrt((rows * dx * dx).sum(axis=1) * (cols * dy * dy).sum(axis=1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["spearman"] = np.where(den > 1e-9, np.clip(cov / den, -1.0, 1.0), np.nan)
+    out["kendall_tau_b"] = _table_kendall(tables, rows, cols, n)
+    out["within_one"] = (tables * (np.abs(difference) <= 1.0 + 1e-9)).sum(axis=(1, 2)) / safe_n
+    out["mae"] = (tables * np.abs(difference)).sum(axis=(1, 2)) / safe_n
+    out["bias"] = (tables * difference).sum(axis=(1, 2)) / safe_n
+    return out
+
+
+def _table_kendall(tables: np.ndarray, rows: np.ndarray, cols: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Kendall's tau-b of (K, V, W) tables with values in increasing order, as w_kendall_tau_b."""
+    # above[k, i, j]: items strictly greater in both values; greater x and smaller y below it.
+    suffix = tables[:, ::-1, ::-1].cumsum(axis=1).cumsum(axis=2)[:, ::-1, ::-1]
+    above = np.zeros_like(tables)
+    above[:, :-1, :-1] = suffix[:, 1:, 1:]
+    col_suffix = tables[:, ::-1, :].cumsum(axis=1)[:, ::-1, :]
+    greater_x = np.zeros_like(tables)
+    greater_x[:, :-1, :] = col_suffix[:, 1:, :]
+    greater_x_smaller_y = np.zeros_like(tables)
+    greater_x_smaller_y[:, :, 1:] = greater_x.cumsum(axis=2)[:, :, :-1]
+    concordant = (tables * above).sum(axis=(1, 2))
+    discordant = (tables * greater_x_smaller_y).sum(axis=(1, 2))
+    n0 = n * (n - 1) / 2.0
+    n1 = (rows * (rows - 1) / 2.0).sum(axis=1)
+    n2 = (cols * (cols - 1) / 2.0).sum(axis=1)
+    den = np.sqrt((n0 - n1) * (n0 - n2))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(den > 0, (concordant - discordant) / np.where(den > 0, den, 1.0), np.nan)
+
+
 def _kendall_by_sorting(x: np.ndarray, y: np.ndarray) -> float:
     # Only for two near-continuous raters, where the contingency table would be too large.
     from scipy.stats import kendalltau

@@ -285,6 +285,142 @@ def two_raters(
     return out
 
 
+PAIR_CELLS_BUDGET = 8_000_000  # float64 cells of the value tables of every pair (64 MB)
+
+
+def pairs_of_columns(ctx: Context, pairs: list[tuple[int, int]]) -> list[dict | None]:
+    """two_raters of each pair of matrix columns (a, b) on the items both rated, plus "items"; None
+    for a pair without such an item. The same figures as calling two_raters pair by pair, from one
+    contingency table of each pair: the whole counts are summed in one pass over every pair's items
+    and each figure computed for all pairs at once (identical to two_raters, or within 1e-15).
+    """
+    matrix = ctx.matrix
+    values_a = _values_given(ctx, sorted({a for a, _ in pairs}))
+    values_b = _values_given(ctx, sorted({b for _, b in pairs}))
+    size_a, size_b = values_a.shape[0], values_b.shape[0]
+    cells = size_a * size_b if ctx.data.is_likert else ctx.levels * ctx.levels
+    if len(pairs) * cells > PAIR_CELLS_BUDGET:
+        return [_two_columns(ctx, a, b) for a, b in pairs]
+    present = np.isfinite(matrix.values)
+    shared = []
+    for a, b in pairs:
+        rows_a = ctx.rated_rows[a]
+        shared.append(rows_a[present[rows_a, b]])
+    pair = np.repeat(np.arange(len(pairs)), [rows.shape[0] for rows in shared])
+    rows = np.concatenate(shared) if shared else np.zeros(0, dtype=np.int64)
+    col_a = np.array([a for a, _ in pairs], dtype=np.int64)[pair]
+    col_b = np.array([b for _, b in pairs], dtype=np.int64)[pair]
+    ca, cb = matrix.codes[rows, col_a], matrix.codes[rows, col_b]
+    k, levels = len(pairs), ctx.levels
+
+    def per_pair(selected: np.ndarray) -> np.ndarray:
+        return np.bincount(pair, weights=selected.astype(np.float64), minlength=k)
+
+    items = np.bincount(pair, minlength=k)
+    agree = per_pair(ca == cb)
+    valid = (ca >= 0) & (cb >= 0)
+    confusion = np.bincount(
+        pair[valid] * levels * levels + ca[valid] * levels + cb[valid], minlength=k * levels * levels
+    ).reshape(k, levels, levels)
+    figures: dict[str, list[st.Stat]] = {
+        "percent_agreement": [st.Stat(float(agree[n] / max(items[n], 1))) for n in range(k)],
+        "cohen_kappa": [
+            st.Stat.of(value, f"{st.ALL_IDENTICAL}: kappa undefined")
+            for value in st.kappa_from_tables(
+                np.moveaxis(confusion.astype(np.float64), 0, -1), weights=ctx.kappa_weights
+            )
+        ],
+    }
+    if ctx.data.is_likert:
+        va = _renumber(values_a, ctx)[matrix.value_codes[rows, col_a]]
+        vb = _renumber(values_b, ctx)[matrix.value_codes[rows, col_b]]
+        tables = np.bincount(pair * size_a * size_b + va * size_b + vb, minlength=k * size_a * size_b)
+        numeric = st.table_figures(
+            tables.reshape(k, size_a, size_b).astype(np.float64),
+            ctx.value_levels[values_a],
+            ctx.value_levels[values_b],
+        )
+        figures.update(_numeric_stats(numeric))
+    elif ctx.data.kind == "categorical":
+        f1 = st.f1_from_confusion(confusion.astype(np.float64))
+        for n, label in enumerate(ctx.data.labels):
+            why = f"label {label!r} never given by either: F1 undefined"
+            figures[f"f1_{label}"] = [st.Stat.of(value, why) for value in f1[:, n]]
+        figures["accuracy"] = figures["percent_agreement"]
+    if ctx.tie is not None:
+        figures["agreement_with_ties"] = figures["percent_agreement"]
+        no_tie = (ca != ctx.tie) & (cb != ctx.tie)
+        compared, agree_no_tie = per_pair(no_tie), per_pair(no_tie & (ca == cb))
+        figures["agreement_without_ties"] = [
+            st.Stat(float(agree_no_tie[n] / compared[n]))
+            if compared[n]
+            else st.Stat(None, "every comparison includes a tie (SAME)")
+            for n in range(k)
+        ]
+    out: list[dict | None] = []
+    for n in range(k):
+        if not items[n]:
+            out.append(None)
+            continue
+        entry: dict = {"items": int(items[n]), "why": {}}
+        for metric, stats in figures.items():
+            entry[metric] = stats[n].value
+            if stats[n].why:
+                entry["why"][metric] = stats[n].why
+        out.append(entry)
+    return out
+
+
+def _values_given(ctx: Context, cols: list[int]) -> np.ndarray:
+    """The value codes (into ctx.value_levels) given in these columns, in increasing order."""
+    codes = ctx.matrix.value_codes[:, cols]
+    return np.nonzero(np.bincount(codes[codes >= 0], minlength=ctx.value_levels.shape[0]))[0]
+
+
+def _renumber(values: np.ndarray, ctx: Context) -> np.ndarray:
+    """A look-up from value code to its position in `values` (a sorted subset of the codes)."""
+    position = np.full(ctx.value_levels.shape[0], -1, dtype=np.int64)
+    position[values] = np.arange(values.shape[0])
+    return position
+
+
+def _numeric_stats(numeric: dict[str, np.ndarray]) -> dict[str, list[st.Stat]]:
+    """table_figures' arrays as the Stats (and reasons) of st.numeric_figures."""
+    names = {"spearman": "Spearman's rho", "kendall_tau_b": "Kendall's tau-b", "pearson": "Pearson's r"}
+    out: dict[str, list[st.Stat]] = {}
+    for key, name in names.items():
+        stats = []
+        for n, value in enumerate(numeric[key]):
+            if numeric["n"][n] < 2:
+                stats.append(st.Stat(None, f"fewer than two items rated by both: {name} undefined"))
+            elif numeric["x_levels"][n] < 2 or numeric["y_levels"][n] < 2:
+                stats.append(st.Stat(None, f"{st.ALL_IDENTICAL} for one rater: {name} undefined"))
+            else:
+                stats.append(st.Stat.of(value, f"{name} undefined"))
+        out[key] = stats
+    for key in ("within_one", "mae", "bias"):
+        out[key] = [st.Stat(float(value)) for value in numeric[key]]
+    return out
+
+
+def _two_columns(ctx: Context, a: int, b: int) -> dict | None:
+    """two_raters of matrix columns a and b on the items both rated, plus "items"; None without any."""
+    matrix = ctx.matrix
+    rows_a = ctx.rated_rows[a]
+    shared = rows_a[np.isfinite(matrix.values[rows_a, b])]
+    if not shared.shape[0]:
+        return None
+    entry = two_raters(
+        ctx,
+        matrix.codes[shared, a],
+        matrix.codes[shared, b],
+        matrix.values[shared, a],
+        matrix.values[shared, b],
+        value_codes=(matrix.value_codes[shared, a], matrix.value_codes[shared, b]),
+    )
+    return {"items": int(shared.shape[0]), **entry}
+
+
 def level_codes(ctx: Context, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Values as codes into the ratings' distinct values, or into their own when they are not among them."""
     levels = ctx.value_levels

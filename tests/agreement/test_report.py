@@ -256,3 +256,50 @@ def test_a_pool_of_people_gives_the_same_intervals_with_the_shared_people_tables
     assert shared == summed
     assert _rater(shared, "m")["verdict"]["difference_ci"] is not None
     assert shared["human_human"]["ci"]["cohen_kappa"] is not None
+
+
+def _assert_close(got, expected, path=""):
+    """The same JSON, numbers within 1e-12 (figures summed in another order)."""
+    if isinstance(expected, dict):
+        assert list(got) == list(expected), path
+        for key in expected:
+            _assert_close(got[key], expected[key], f"{path}.{key}")
+    elif isinstance(expected, list):
+        assert len(got) == len(expected), path
+        for n, (a, b) in enumerate(zip(got, expected, strict=True)):
+            _assert_close(a, b, f"{path}[{n}]")
+    elif isinstance(expected, float) and not isinstance(got, bool):
+        assert got == pytest.approx(expected, abs=1e-12), path
+    else:
+        assert got == expected, path
+
+
+@pytest.mark.parametrize("kind", ["likert", "pairwise", "categorical"])
+def test_every_pairs_figures_from_one_stack_of_tables_are_those_of_each_pair_alone(
+    project, monkeypatch, kind
+):
+    from agreement import tables
+
+    rng = np.random.default_rng(11)
+    labels = list("12345") if kind == "likert" else ["A", "SAME", "B"]
+    names = [f"p{k}" for k in range(6)]
+    table = random_table(rng, items=120, raters=[*names, "m"], labels=labels, missing=0.0)
+    chosen = np.argsort(rng.random((120, 6)), axis=1)[:, :3]
+    for k, name in enumerate(names):
+        table[name] = [v if (chosen[n] == k).any() else None for n, v in enumerate(table[name])]
+    table["p5"] = [None] * 120  # a person who rated nothing: no pairs
+    table["p4"] = [labels[0] if v is not None else None for v in table["p4"]]  # always the same label
+    if kind == "likert":  # a fractional judge: its own values in the per-person tables
+        table["m"] = [f"{float(v) + rng.choice([0, 0.25, 0.5]):g}" for v in table["m"]]
+    scale = [{"value": v, "label": v, "description": v} for v in labels] if kind == "categorical" else None
+    evaluation, _ = make_rated_evaluation(project, kind=kind, table=table, models=["m"], scale=scale)
+    batched = _block(evaluation, resamples=0)
+    monkeypatch.setattr(tables, "PAIR_CELLS_BUDGET", -1)  # two_raters pair by pair
+    one_by_one = _block(evaluation, resamples=0)
+
+    _assert_close(batched, one_by_one)
+    assert len(batched["human_human"]["pairs"]) == 10  # p0-p4 rated items together, p5 none
+    constant = next(p for p in batched["human_human"]["pairs"] if p["b"] == "p4")
+    assert constant["cohen_kappa"] == pytest.approx(0.0)  # one side constant: no better than chance
+    if kind == "likert":
+        assert constant["spearman"] is None and "identical for one rater" in constant["why"]["spearman"]

@@ -188,11 +188,12 @@ def test_bootstrap_is_reproducible_with_a_fixed_seed_and_contains_the_estimate()
 
 
 def assert_spread_of_resampling_items(rows: np.ndarray) -> None:
-    """The bootstrap's 95% interval of the mean is that of resampling the 3,000 items naively."""
+    """The bootstrap's 95% interval of the mean is that of resampling the items naively."""
     _, ci = bs.bootstrap(rows, _mean_stat, resamples=2000, seed=1)
     assert ci is not None
     rng = np.random.default_rng(2)
-    naive = np.array([rows[rng.integers(0, 3000, 3000), 0].mean() for _ in range(2000)])
+    n = rows.shape[0]
+    naive = np.array([rows[rng.integers(0, n, n), 0].mean() for _ in range(2000)])
     expected = np.percentile(naive, [2.5, 97.5])
     width = expected[1] - expected[0]
     assert ci[0] == pytest.approx(expected, abs=0.1 * width)
@@ -213,6 +214,16 @@ def test_poisson_bootstrap_of_distinct_items_has_the_spread_of_resampling_items(
     rows = np.random.default_rng(5).permutation(3000)[:, None] % 997
     _, counts = st.unique_rows(rows)
     assert counts.shape[0] * 4 >= rows.shape[0]
+    assert_spread_of_resampling_items(rows)
+
+
+def test_poisson_bootstrap_of_thousands_of_patterns_has_the_spread_of_resampling_items():
+    # 4,500 patterns over 20,000 items (about 4 each): too many for one binomial per pattern and resample.
+    rows = np.random.default_rng(6).permutation(20_000)[:, None] % 4_500
+    _, counts, inverse = st.unique_rows(rows, return_inverse=True)
+    assert counts.shape[0] * 4 < rows.shape[0] and counts.shape[0] >= 4096
+    weights = bs._resample_weights(np.random.default_rng(0), counts, inverse, 50)
+    assert weights.dtype == np.float32  # the Poisson path (the multinomial's are float64, exactly n)
     assert_spread_of_resampling_items(rows)
 
 
@@ -264,3 +275,38 @@ def test_shared_poisson_bootstrap_has_the_spread_of_resampling_items():
     expected = np.percentile(naive, [2.5, 97.5])
     width = expected[1] - expected[0]
     assert ci[0] == pytest.approx(expected, abs=0.1 * width)
+
+
+@pytest.mark.parametrize("seed,continuous", [(21, False), (22, True)])
+def test_figures_of_a_stack_of_pair_tables_match_scipy_pair_by_pair(seed, continuous):
+    rng = np.random.default_rng(seed)
+    x_levels = np.sort(rng.choice(np.arange(1, 40) / (4.0 if continuous else 8.0), 9, replace=False))
+    y_levels = np.arange(1.0, 6.0)
+    pairs = []
+    for n in [60, 7, 300, 2, 45]:
+        xi = rng.integers(0, 9, n)
+        pairs.append((xi, np.clip(xi // 2 + rng.integers(-1, 2, n), 0, 4)))
+    tables = np.zeros((len(pairs), 9, 5))
+    for k, (xi, yi) in enumerate(pairs):
+        np.add.at(tables[k], (xi, yi), 1.0)
+    got = st.table_figures(tables, x_levels, y_levels)
+    for k, (xi, yi) in enumerate(pairs):
+        x, y = x_levels[xi], y_levels[yi]
+        assert got["spearman"][k] == pytest.approx(scipy_stats.spearmanr(x, y).statistic, abs=1e-12)
+        assert got["pearson"][k] == pytest.approx(scipy_stats.pearsonr(x, y).statistic, abs=1e-12)
+        tau = scipy_stats.kendalltau(x, y, variant="b").statistic
+        assert got["kendall_tau_b"][k] == pytest.approx(tau, abs=1e-12)
+        assert got["mae"][k] == pytest.approx(np.abs(x - y).mean(), abs=1e-12)
+        assert got["bias"][k] == pytest.approx((x - y).mean(), abs=1e-12)
+        assert got["within_one"][k] == (np.abs(x - y) <= 1.0).mean()
+        assert got["n"][k] == x.shape[0]
+
+
+def test_figures_of_pair_tables_are_undefined_for_a_constant_rater_or_no_items():
+    tables = np.zeros((3, 2, 2))
+    tables[0, 0, :] = [3, 4]  # x constant
+    tables[2, :, :] = [[2, 1], [0, 3]]  # a real pair
+    got = st.table_figures(tables, np.array([1.0, 2.0]), np.array([1.0, 2.0]))
+    for key in ("spearman", "pearson", "kendall_tau_b"):
+        assert np.isnan(got[key][0]) and np.isnan(got[key][1]) and np.isfinite(got[key][2])
+    assert got["x_levels"].tolist() == [1, 0, 2] and got["n"].tolist() == [7, 0, 6]
