@@ -39,6 +39,9 @@ from .ratelimit import RateLimiter
 
 BACKOFF_BASE_SECONDS = 0.25
 BACKOFF_CAP_SECONDS = 20.0
+# A longer Retry-After (a quota window, or a hostile endpoint's "a day") is waited this long at most, so a
+# waiting call stays within its claim's lease (`LaneContext.lease_seconds`) and a run never sleeps for hours.
+RETRY_AFTER_CAP_SECONDS = 60.0
 STATUS_CHECK_SECONDS = 0.5
 # Claimed calls a lane keeps waiting for their retry while it sends others (`Retries`).
 MAX_WAITING_CALLS = 4
@@ -149,7 +152,9 @@ class LaneContext:
     def lease_seconds(self) -> float:
         """How long a claim lasts: all of a call's attempts, each perhaps sent only once the lane's
         request for another call is through (`Retries`), and their waits."""
-        return 2 * self.params.request_timeout * settings.LLM_MAX_ATTEMPTS + 120
+        attempts = settings.LLM_MAX_ATTEMPTS
+        waits = (attempts - 1) * RETRY_AFTER_CAP_SECONDS * 1.2
+        return 2 * self.params.request_timeout * attempts + waits + 120
 
     def wait_for_finishes(self) -> int:
         """Block until this lane's background finishes are stored; returns how many lost their claim."""
@@ -216,9 +221,10 @@ def estimated_tokens(request: dict[str, Any]) -> int:
 
 # -- asking -------------------------------------------------------------------------------------
 def backoff_seconds(attempt: int, retry_after: float | None) -> float:
-    """Retry-After when the endpoint sent one, else exponential backoff; both with jitter."""
+    """Retry-After when the endpoint sent one (at most RETRY_AFTER_CAP_SECONDS), else exponential backoff;
+    both with jitter."""
     if retry_after is not None:
-        return retry_after * random.uniform(1.0, 1.2)
+        return min(retry_after, RETRY_AFTER_CAP_SECONDS) * random.uniform(1.0, 1.2)
     return min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
 
 

@@ -7,6 +7,8 @@ outcome into a `Reply`, a `TransientError` (worth retrying) or a `PermanentError
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import json
 import logging
 import os
@@ -473,13 +475,23 @@ def _error_message(body: Any, text: str) -> str:
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds the endpoint asks us to wait: `retry-after-ms` (OpenAI, Azure), else `Retry-After` as
+    seconds or as an HTTP date (RFC 9110); None when neither says anything usable."""
     for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
         raw = headers.get(name)
-        if raw:
-            try:
-                return max(0.0, float(raw) * scale)
-            except ValueError:
-                continue  # an HTTP date: fall back to our own backoff
+        if not raw:
+            continue
+        try:
+            return max(0.0, float(raw) * scale)
+        except ValueError:
+            pass
+        try:
+            when = email.utils.parsedate_to_datetime(raw)
+        except (TypeError, ValueError):
+            continue  # neither: our own backoff
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=datetime.UTC)
+        return max(0.0, (when - datetime.datetime.now(datetime.UTC)).total_seconds())
     return None
 
 

@@ -1,16 +1,18 @@
 """Calls that meet a transient error wait for their retry beside their lane, still claimed: the judge's
 concurrency counts requests in flight, so the lane sends other calls meanwhile (judges.calls.Retries)."""
 
+import datetime
 import re
 import threading
 import time
 
 import pytest
+from django.conf import settings
 from django.db import connection
 
 from evaluations.models import Rating
-from judges import services
-from judges.calls import MAX_WAITING_CALLS
+from judges import calls, client, services
+from judges.calls import MAX_WAITING_CALLS, LaneContext
 from judges.fake_llm import FakeConfig, FakeLLM
 from judges.models import JudgeCall, JudgeRun
 from tests import factories
@@ -136,3 +138,30 @@ def test_a_run_cancelled_while_a_call_waits_gives_the_call_back_at_once(project,
     assert run.status == JudgeRun.Status.DONE
     assert server.items == [0, 1, 0]
     assert Rating.objects.filter(rater=run.rater).count() == 2
+
+
+def test_a_retry_after_of_a_day_is_waited_a_minute_at_most_and_within_the_claims_lease(
+    project, fake_llm, evaluation_setup
+):
+    evaluation, version = evaluation_setup
+    run = services.launch_run(
+        judge=make_judge(project, fake_llm), evaluation=evaluation, rubric_version=version
+    )
+    ctx = LaneContext.load(run)
+    waits = [calls.backoff_seconds(1, 86_400.0) for _ in range(50)]
+    assert all(calls.RETRY_AFTER_CAP_SECONDS <= wait <= 1.2 * calls.RETRY_AFTER_CAP_SECONDS for wait in waits)
+    every_wait = (settings.LLM_MAX_ATTEMPTS - 1) * max(waits)
+    every_request = settings.LLM_MAX_ATTEMPTS * ctx.params.request_timeout
+    assert every_wait + every_request < ctx.lease_seconds
+
+
+def test_retry_after_is_read_as_seconds_milliseconds_or_an_http_date():
+    from email.utils import format_datetime
+
+    later = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=30)
+    assert client._retry_after({"retry-after": "7"}) == 7.0
+    assert client._retry_after({"retry-after-ms": "250", "retry-after": "7"}) == 0.25
+    from_date = client._retry_after({"retry-after": format_datetime(later, usegmt=True)})
+    assert from_date is not None and 27 <= from_date <= 30
+    assert client._retry_after({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0  # already past
+    assert client._retry_after({"retry-after": "soon"}) is None
