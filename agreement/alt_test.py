@@ -15,8 +15,9 @@ t-test needs about 30), and named.
 Scores are compared without dividing: both sides of an item are averaged over the same remaining
 people, so "model >= person" is "model's hits >= person's hits" (accuracy) or "model's squared
 error <= person's" (RMSE), which is exactly what comparing the averages decides. Both come from
-per-item sums over all people with the left-out person's own term taken away (RowSums), so each
-person costs O(items), not O(items x people); with integer labels every sum is exact.
+per-item sums over all people with the left-out person's own term taken away (RowSums), so every
+person's scores cost O(items x people) together; with integer labels every sum is exact. The t-tests
+need only each person's counts of strict wins either way (one_sided_p_from_counts).
 """
 
 from __future__ import annotations
@@ -97,15 +98,29 @@ def alt_test(
     kept = np.isfinite(model) & (present.sum(axis=1) >= min_people)
     rated = people[kept]
     sums = RowSums.of(model[kept], rated, metric)
-    results, left_out = [], []
-    for person in range(people.shape[1]):
-        mine = np.isfinite(rated[:, person])
-        count = int(mine.sum())
-        if count < min_items:
-            left_out.append((person, count))
-            continue
-        model_ind, person_ind = sums.indicators(mine, rated[mine, person])
-        results.append((person, count, one_sided_p(person_ind - model_ind, epsilon), float(model_ind.mean())))
+    # Every person at once: per item and person, the strict wins of each side (a tie is neither);
+    # the differences person - model indicator are then +1 (person wins), -1 (model wins) or 0, so
+    # each person's t-test needs only the three counts.
+    rows, persons = np.nonzero(np.isfinite(rated))  # every (item, person) rating, in one pass
+    model_score, person_score = sums.scores(rows, rated[rows, persons])
+    width = people.shape[1]
+    person_wins = np.bincount(persons[person_score > model_score], minlength=width)
+    model_wins = np.bincount(persons[model_score > person_score], minlength=width)
+    counts = np.bincount(persons, minlength=width)
+    tested = np.flatnonzero(counts >= min_items)
+    p_values = one_sided_p_from_counts(person_wins[tested], model_wins[tested], counts[tested], epsilon)
+    results = [
+        (
+            int(person),
+            int(counts[person]),
+            float(p),
+            float((counts[person] - person_wins[person]) / counts[person]),
+        )
+        for person, p in zip(tested, p_values, strict=True)
+    ]
+    left_out = [
+        (person, int(counts[person])) for person in range(people.shape[1]) if counts[person] < min_items
+    ]
     rejected = benjamini_yekutieli([r[2] for r in results], q)
     return AltTestResult(
         epsilon=epsilon,
@@ -151,8 +166,8 @@ class RowSums:
         hits = ((filled == model[:, None]) & present).sum(axis=1)
         return cls(metric, model, count, model_hits=hits, labels=labels, counts=counts)
 
-    def indicators(self, rows: np.ndarray, own: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(model >= person, person >= model) on `rows`, where the left-out person gave `own`."""
+    def scores(self, rows: np.ndarray, own: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(model's score, person's score) on `rows` (repeats allowed), the left-out person giving `own`."""
         model = self.model[rows]
         if self.metric == ACCURACY:
             assert self.model_hits is not None and self.counts is not None and self.labels is not None
@@ -164,9 +179,7 @@ class RowSums:
             # Minus the squared error against the others: sum (v - x)^2 = q - 2 x s + n x^2.
             model_score = -(q - 2 * model * s + n * model**2)
             person_score = -(q - 2 * own * s + n * own**2)
-        return (model_score >= person_score).astype(np.float64), (person_score >= model_score).astype(
-            np.float64
-        )
+        return model_score, person_score
 
 
 def indicators(
@@ -195,6 +208,20 @@ def one_sided_p(differences: np.ndarray, epsilon: float) -> float:
         # Identical differences (e.g. the model always at least as good) are a valid, extreme sample.
         warnings.simplefilter("ignore", RuntimeWarning)
         return float(ttest_1samp(differences, epsilon, alternative="less").pvalue)
+
+
+def one_sided_p_from_counts(plus: np.ndarray, minus: np.ndarray, n: np.ndarray, epsilon: float) -> np.ndarray:
+    """one_sided_p of each sample of n differences of which `plus` are +1, `minus` -1, the rest 0:
+    SciPy's t-test (mean, variance with ddof 1, Student's t CDF) from the counts, for all at once."""
+    from scipy.special import stdtr
+
+    n = n.astype(np.float64)
+    mean = (plus - minus) / n
+    zeros = n - plus - minus
+    with np.errstate(divide="ignore", invalid="ignore"):  # n = 1 or identical differences: as SciPy
+        variance = (plus * (1 - mean) ** 2 + minus * (1 + mean) ** 2 + zeros * mean**2) / n * (n / (n - 1))
+        t = (mean - epsilon) / np.sqrt(variance / n)
+    return stdtr(n - 1, t)
 
 
 def benjamini_yekutieli(p_values: list[float], q: float) -> list[bool]:

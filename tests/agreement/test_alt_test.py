@@ -136,3 +136,43 @@ def test_no_item_with_two_people_leaves_everyone_out_without_error():
     people = np.array([[1.0, np.nan], [np.nan, 2.0]])
     result = alt_test(np.array([1.0, 2.0]), people, metric="accuracy", epsilon=0.1)
     assert result.items == 0 and result.left_out == [(0, 0), (1, 0)] and result.winning_rate is None
+
+
+def per_person(model, people, metric, epsilon, min_items=30):
+    """The former path: per left-out person, a mask, indicators and SciPy's t-test (the indicators
+    from the definition, which RowSums matches exactly when the people's values are whole numbers)."""
+    kept = np.isfinite(model) & (np.isfinite(people).sum(axis=1) >= 2)
+    rated, model = people[kept], model[kept]
+    found = []
+    for person in range(people.shape[1]):
+        mine = np.isfinite(rated[:, person])
+        if mine.sum() < min_items:
+            continue
+        model_ind, person_ind = indicators(model[mine], rated[mine], person, metric)
+        found.append(
+            (person, int(mine.sum()), one_sided_p(person_ind - model_ind, epsilon), model_ind.mean())
+        )
+    return found
+
+
+@pytest.mark.parametrize("metric", ["accuracy", "neg_rmse"])
+@pytest.mark.parametrize("seed", range(6))
+def test_all_people_at_once_equal_the_per_person_t_tests(metric, seed):
+    rng = np.random.default_rng(seed)
+    n, k = 400, 8
+    truth, people = random_people(rng, n, k, 4, 0.5)  # few levels: many ties; half the ratings missing
+    people[: 40 * (seed % 3), 0] = np.nan  # sometimes a person with too few items
+    model = truth + rng.integers(-1, 2, n) * (rng.random(n) < 0.3)
+    if metric == "neg_rmse" and seed % 2:
+        model = model + rng.random(n) * 0.5
+    model[rng.random(n) < 0.1] = np.nan
+    if seed == 4:  # a person identical to the model (whole values): only ties, a constant sample
+        people[:, 1] = model
+
+    for epsilon in (0.0, 0.1, 0.2):
+        result = alt_test(model, people, metric=metric, epsilon=epsilon, min_items=30)
+        expected = per_person(model, people, metric, epsilon)
+        assert [(p.person, p.items) for p in result.people] == [(e[0], e[1]) for e in expected]
+        got = np.array([[p.p_value, p.advantage] for p in result.people])
+        want = np.array([[e[2], e[3]] for e in expected])
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, equal_nan=True)
