@@ -22,7 +22,6 @@ need only each person's counts of strict wins either way (one_sided_p_from_count
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -118,9 +117,7 @@ def alt_test(
         )
         for person, p in zip(tested, p_values, strict=True)
     ]
-    left_out = [
-        (person, int(counts[person])) for person in range(people.shape[1]) if counts[person] < min_items
-    ]
+    left_out = [(person, int(counts[person])) for person in range(width) if counts[person] < min_items]
     rejected = benjamini_yekutieli([r[2] for r in results], q)
     return AltTestResult(
         epsilon=epsilon,
@@ -182,37 +179,10 @@ class RowSums:
         return model_score, person_score
 
 
-def indicators(
-    model: np.ndarray, people: np.ndarray, person: int, metric: str
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per item, (model >= person, person >= model) as 0/1 against the people other than `person`,
-    summing over the others directly (the definition; RowSums gives the same faster)."""
-    others = np.isfinite(people)
-    others[:, person] = False
-    filled = np.where(others, people, 0.0)
-    left_out = people[:, person]
-    if metric == ACCURACY:
-        model_score = ((filled == model[:, None]) & others).sum(axis=1)
-        person_score = ((filled == left_out[:, None]) & others).sum(axis=1)
-    else:  # negative RMSE: a smaller squared error is a higher score
-        model_score = -(np.where(others, (filled - model[:, None]) ** 2, 0.0)).sum(axis=1)
-        person_score = -(np.where(others, (filled - left_out[:, None]) ** 2, 0.0)).sum(axis=1)
-    return (model_score >= person_score).astype(np.float64), (person_score >= model_score).astype(np.float64)
-
-
-def one_sided_p(differences: np.ndarray, epsilon: float) -> float:
-    """p-value of H0: mean(person - model indicator) >= epsilon, against "less" (SciPy's t-test)."""
-    from scipy.stats import ttest_1samp  # scipy.stats takes seconds to import: only when a test runs
-
-    with warnings.catch_warnings():
-        # Identical differences (e.g. the model always at least as good) are a valid, extreme sample.
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return float(ttest_1samp(differences, epsilon, alternative="less").pvalue)
-
-
 def one_sided_p_from_counts(plus: np.ndarray, minus: np.ndarray, n: np.ndarray, epsilon: float) -> np.ndarray:
-    """one_sided_p of each sample of n differences of which `plus` are +1, `minus` -1, the rest 0:
-    SciPy's t-test (mean, variance with ddof 1, Student's t CDF) from the counts, for all at once."""
+    """p-value of H0: mean(person - model indicator) >= epsilon, against "less", of each sample of n
+    differences of which `plus` are +1, `minus` -1, the rest 0: SciPy's one-sample t-test (mean, variance
+    with ddof 1, Student's t CDF) from the counts, for all at once."""
     from scipy.special import stdtr
 
     n = n.astype(np.float64)

@@ -166,6 +166,7 @@ def scenario(
     fake_cpu = fake_after.user + fake_after.system - fake_before.user - fake_before.system
     calls = run.calls
     attempts = sum(calls.values_list("attempts", flat=True))
+    floor = limit * attempts / run.total_calls  # every request sent, retries too, at the same concurrency
     result = {
         "scenario": label,
         "status": run.status,
@@ -180,8 +181,8 @@ def scenario(
         "ratings": Rating.objects.filter(rater=run.rater).count(),
         "http_attempts": attempts,
         "retried_calls": calls.filter(attempts__gt=1).count(),
-        "own_floor_s": round(limit * attempts / run.total_calls, 2),
-        "ratio_to_own_floor": round(wall / (limit * attempts / run.total_calls), 3),
+        "own_floor_s": round(floor, 2),
+        "ratio_to_own_floor": round(wall / floor, 3),
         "fake_server_cpu_ms_per_request": round(1000 * fake_cpu / max(attempts, 1), 2),
     }
     result["exactly_once"] = (

@@ -28,7 +28,7 @@ from rubrics.models import RubricVersion
 from rubrics.rendering import RenderError, render_prompt
 
 from . import adapting, client, db
-from .claims import Claim, release_claim
+from .claims import Claim
 from .credentials import Credential, credential_for
 from .endpoints import build_request, family_of
 from .finishing import finish_call, finish_later
@@ -295,7 +295,7 @@ class Retries:
     def release(self) -> None:
         """Give the waiting calls back (the run stopped): pending again, for a resumed run."""
         for claim in self.waiting:
-            release_claim(claim.call, claim.token)
+            claim.release()
         self.waiting.clear()
 
 

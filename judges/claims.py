@@ -48,6 +48,10 @@ class Claim:
     attempts: int = 0
     not_before: float = 0.0
 
+    def release(self) -> None:
+        """Give the call back (pending again), unless another lane's claim replaced this one."""
+        release_claim(self.call, self.token)
+
 
 CLAIM_SQL = """
 WITH claimed AS (
@@ -109,7 +113,7 @@ class ClaimAhead:
         """Give back a claim taken ahead that the lane will not use."""
         claimed = self.next() if self.future is not None else None
         if claimed is not None:
-            release_claim(claimed.call, claimed.token)
+            claimed.release()
 
 
 def _claim_in_thread(ctx: LaneContext) -> tuple[JudgeCall, uuid.UUID] | None:

@@ -32,7 +32,7 @@ from rubrics.rendering import RenderError, render_prompt
 from . import batch as batches
 from . import credentials
 from .calls import LaneContext, Outcome, Retries, process_call
-from .claims import CALL_LEASE, ClaimAhead, release_claim
+from .claims import CALL_LEASE, ClaimAhead
 from .endpoints import build_request, sent_parameters
 from .models import Judge, JudgeCall, JudgeRun
 from .parameters import RunParameters
@@ -381,7 +381,7 @@ def work_lane(*, run_id: int, lane: int) -> int:
             retries.add(claim)
             continue
         if outcome is Outcome.STOPPED:
-            release_claim(claim.call, claim.token)
+            claim.release()
             break
         done += 1
         if lane == 0 and done == 1:
