@@ -50,6 +50,24 @@ def _serialized_rollback_first(items) -> None:
     items[:] = rest[:start] + first + rest[start:]
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """pytest-django's test database, and before it is dropped, an end to the sessions this process left open.
+    The judge's claim and finish threads (judges/claims.py, judges/finishing.py) keep their connection for
+    the next run, as they do in a worker process; in the test process their last run is over, and PostgreSQL
+    refuses to drop a database that sessions are still using."""
+    yield
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+
+
 @pytest.fixture(autouse=True)
 def fast_password_hashing(settings):
     """Real hashing costs about a second per user; tests make many users."""
