@@ -164,6 +164,8 @@ def headline_intervals(ctx: Context, col: int, usable: np.ndarray, humans_n: np.
     members = np.nonzero(usable)[0]
     # Items with two or more people the model did not rate: the verdict's people tables leave them out.
     left_out = np.nonzero((humans_n >= 2) & ~usable)[0]
+    # The people's category codes are non-decreasing functions of their value codes: rows without them.
+    key = np.concatenate([people[:, :, 1], rows[:, -2:]], axis=1)
     point, ci = bs.bootstrap(
         rows,
         lambda u, w: _headline_figures(ctx, u, w, names, left_out),
@@ -171,6 +173,7 @@ def headline_intervals(ctx: Context, col: int, usable: np.ndarray, humans_n: np.
         seed=ctx.seed,
         shared=ctx.resampler,
         members=members,
+        key=key,
     )
     intervals = {name: interval(ci, k) for k, name in enumerate(names)}
     if ctx.data.is_likert:

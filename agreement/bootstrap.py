@@ -26,6 +26,7 @@ def bootstrap(
     budget: int = 4_000_000,
     shared: ItemResamples | None = None,
     members: np.ndarray | None = None,
+    key: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Point estimates and percentile confidence intervals over items, for every output of `statistic`.
 
@@ -39,13 +40,14 @@ def bootstrap(
     their own row, take the Poisson weights of these items from the report's one set instead of
     drawing new ones, and evaluate `statistic` on the rows themselves (the set's seed and resamples
     apply). With fewer distinct rows, drawing for them alone is cheaper than reading every item.
+    `key`: fewer columns with the same distinct rows in the same order (see `unique_rows`).
     Returns (point (k,), intervals (k, 2) or None when there are no items).
     """
     rows = np.asarray(rows)
     n = rows.shape[0]
     if n == 0:
         return np.atleast_1d(statistic(rows, np.zeros((1, 0)))).reshape(-1), None
-    unique, counts, inverse = unique_rows(rows.reshape(n, -1), return_inverse=True)
+    unique, counts, inverse = unique_rows(rows.reshape(n, -1), return_inverse=True, key=key)
     unique = unique.reshape((unique.shape[0], *rows.shape[1:]))
     point = np.asarray(statistic(unique, counts[None, :].astype(np.float64)), dtype=np.float64).reshape(-1)
     if resamples <= 0:

@@ -30,16 +30,21 @@ class Matrix:
 
 def to_matrix(data: RubricRatings, rater_ids: list[int]) -> Matrix:
     usable = np.isfinite(data.values)
-    item_ids, rows = np.unique(data.item_ids[usable], return_inverse=True)
+    item_ids, rows = st.unique_ids(data.item_ids[usable], return_inverse=True)
     order = np.argsort(np.array(rater_ids, dtype=np.int64))
     ordered = np.array(rater_ids, dtype=np.int64)[order]
     cols = order[np.searchsorted(ordered, data.rater_ids[usable])]
     values = np.full((item_ids.shape[0], len(rater_ids)), np.nan)
-    values[rows, cols] = data.values[usable]
-    levels, inverse = np.unique(data.values[usable], return_inverse=True)
+    given = data.values[usable]
+    values[rows, cols] = given
+    # The distinct values (a few) sorted, then each rating's by binary search: no sort of every rating.
+    levels = np.unique(given)
     value_codes = np.full(values.shape, -1, dtype=np.int64)
-    value_codes[rows, cols] = inverse
-    return Matrix(item_ids, rater_ids, values, category_codes(values, data), levels, value_codes)
+    value_codes[rows, cols] = np.searchsorted(levels, given)
+    # A value's category depends on the value alone: work it out once per distinct value.
+    level_codes = category_codes(levels, data)
+    codes = np.where(value_codes >= 0, level_codes[value_codes], -1)
+    return Matrix(item_ids, rater_ids, values, codes, levels, value_codes)
 
 
 def category_codes(values: np.ndarray, data: RubricRatings) -> np.ndarray:
@@ -124,6 +129,15 @@ class Context:
         """For each rater (column), the rows (items) it rated, in order."""
         present = np.isfinite(self.matrix.values)
         return [np.nonzero(present[:, col])[0] for col in range(present.shape[1])]
+
+    @cached_property
+    def values_given(self) -> np.ndarray:
+        """(columns, value levels) bool: which of the distinct values each rater (column) gave."""
+        codes = self.matrix.value_codes
+        out = np.zeros((codes.shape[1], self.value_levels.shape[0]), dtype=bool)
+        for col, rows in enumerate(self.rated_rows):
+            out[col, codes[rows, col]] = True
+        return out
 
     @cached_property
     def resampler(self) -> bs.ItemResamples:
@@ -373,8 +387,7 @@ def pairs_of_columns(ctx: Context, pairs: list[tuple[int, int]]) -> list[dict | 
 
 def _values_given(ctx: Context, cols: list[int]) -> np.ndarray:
     """The value codes (into ctx.value_levels) given in these columns, in increasing order."""
-    codes = ctx.matrix.value_codes[:, cols]
-    return np.nonzero(np.bincount(codes[codes >= 0], minlength=ctx.value_levels.shape[0]))[0]
+    return np.nonzero(ctx.values_given[cols].any(axis=0))[0]
 
 
 def _renumber(values: np.ndarray, ctx: Context) -> np.ndarray:
