@@ -66,19 +66,24 @@ def bootstrap(
     # The next chunk's weights are drawn in a second thread while `statistic` reads this chunk's: NumPy
     # and SciPy's sparse products release the GIL, so on two cores the draws cost little wall time. One
     # thread draws them all, in order, from the one generator: the same weights as drawing inline.
+    blocks = _count_blocks(counts)
     with ThreadPoolExecutor(max_workers=1) as drawer:
-        pending = drawer.submit(_resample_weights, rng, counts, inverse, sizes[0])
+        pending = drawer.submit(_resample_weights, rng, counts, inverse, sizes[0], blocks)
         for k, size in enumerate(sizes):
             weights = pending.result()
             if k + 1 < len(sizes):
-                pending = drawer.submit(_resample_weights, rng, counts, inverse, sizes[k + 1])
+                pending = drawer.submit(_resample_weights, rng, counts, inverse, sizes[k + 1], blocks)
             draws.append(np.asarray(statistic(unique, weights), dtype=np.float64).reshape(size, -1))
     values = np.concatenate(draws, axis=0)
     return point, percentile_intervals(values, level=level)
 
 
 def _resample_weights(
-    rng: np.random.Generator, counts: np.ndarray, inverse: np.ndarray, size: int
+    rng: np.random.Generator,
+    counts: np.ndarray,
+    inverse: np.ndarray,
+    size: int,
+    blocks: list[tuple[int, np.ndarray]] | None = None,
 ) -> np.ndarray:
     """(size, P) how often each distinct row occurs in `size` resamples of the n items.
 
@@ -90,6 +95,7 @@ def _resample_weights(
     n +- sqrt(n) instead of exactly n) and costs one 16-bit random number and a table look-up per
     row instead of n random indices and a scattered count. Column-major, so that one distinct
     row's weights over the resamples are contiguous (what the sparse per-pair sums read).
+    `blocks`: `_count_blocks(counts)`, when the caller draws many chunks.
     """
     n, distinct = inverse.shape[0], counts.shape[0]
     # The multinomial costs a binomial draw per distinct row and resample (~70 ns), the Poisson weights
@@ -98,21 +104,29 @@ def _resample_weights(
         return np.asfortranarray(rng.multinomial(n, counts / n, size=size), dtype=np.float64)
     # Each count's rows drawn together as bytes from its table (64 KB: stays in cache) and written into
     # their rows, then converted to float32 (whole counts: exact, half the memory of float64).
-    order = np.argsort(counts, kind="stable")
-    values, starts = np.unique(counts[order], return_index=True)
-    ends = [*starts[1:].tolist(), distinct]
     by_row = np.empty((distinct, size), dtype=np.uint8)
     large = []
-    for value, start, end in zip(values.tolist(), starts.tolist(), ends, strict=True):
+    for value, rows in _count_blocks(counts) if blocks is None else blocks:
         if value <= _POISSON_TABLES:
             # np.take without out= (~1 ns a byte; indexing ~2 ns, take's out= path ~10 ns).
-            by_row[order[start:end]] = np.take(_poisson_bytes(value), _uniform16(rng, (end - start, size)))
+            by_row[rows] = np.take(_poisson_bytes(value), _uniform16(rng, (rows.shape[0], size)))
         else:  # a row seen more than 16 times: counts beyond a byte, set after the conversion
-            large.append((order[start:end], rng.poisson(value, size=(end - start, size))))
+            large.append((rows, rng.poisson(value, size=(rows.shape[0], size))))
     weights = by_row.astype(np.float32)
     for rows, drawn in large:
         weights[rows] = drawn
     return weights.T
+
+
+def _count_blocks(counts: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """(count, the rows seen that often, ascending) for each count, smallest first."""
+    order = np.argsort(counts, kind="stable")
+    values, starts = np.unique(counts[order], return_index=True)
+    ends = [*starts[1:].tolist(), counts.shape[0]]
+    return [
+        (value, order[start:end])
+        for value, start, end in zip(values.tolist(), starts.tolist(), ends, strict=True)
+    ]
 
 
 _POISSON_TABLES = 16
