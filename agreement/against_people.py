@@ -164,6 +164,8 @@ def headline_intervals(ctx: Context, col: int, usable: np.ndarray, humans_n: np.
     members = np.nonzero(usable)[0]
     # Items with two or more people the model did not rate: the verdict's people tables leave them out.
     left_out = np.nonzero((humans_n >= 2) & ~usable)[0]
+    # The people's category codes are non-decreasing functions of their value codes: rows without them.
+    key = np.concatenate([people[:, :, 1], rows[:, -2:]], axis=1)
     point, ci = bs.bootstrap(
         rows,
         lambda u, w: _headline_figures(ctx, u, w, names, left_out),
@@ -171,6 +173,7 @@ def headline_intervals(ctx: Context, col: int, usable: np.ndarray, humans_n: np.
         seed=ctx.seed,
         shared=ctx.resampler,
         members=members,
+        key=key,
     )
     intervals = {name: interval(ci, k) for k, name in enumerate(names)}
     if ctx.data.is_likert:
@@ -298,14 +301,21 @@ def _headline_figures(
     # The verdict compares, on items with two or more people, the model against each person with
     # the people against each other; each:cohen_kappa adds the items with one person.
     all_pairs = [(h, k) for h in range(k)]
-    model_tables = pair_tables(ctx, rows.codes, w, all_pairs, anchor=unique, only=rows.comparable)
+    # Outside the shared resamples, the people's pairs on the same rows in the same product: the weights
+    # are read once for both.
+    shared = shares_people_tables(ctx)
+    people = [] if shared else people_pairs(ctx)
+    tables = pair_tables(ctx, rows.codes, w, all_pairs + people, anchor=unique, only=rows.comparable)
+    model_tables = tables[:, :, :k]
     results["verdict:kappa_model"] = mean_kappa(ctx, model_tables)
     if rows.incomparable.any():
         model_tables = model_tables + pair_tables(
             ctx, rows.codes, w, all_pairs, anchor=unique, only=rows.incomparable
         )
     results["each:cohen_kappa"] = mean_kappa(ctx, model_tables)
-    results["verdict:kappa_humans"] = _people_kappa(ctx, rows, unique, w, left_out)
+    results["verdict:kappa_humans"] = (
+        _shared_people_kappa(ctx, left_out) if shared else mean_kappa(ctx, tables[:, :, k:])
+    )
     results["verdict:pa_model"] = st._divide(sums[:, 4], sums[:, 5])
     results["verdict:pa_humans"] = st._divide(sums[:, 6], sums[:, 7])
     results["verdict:kappa_diff"] = results["verdict:kappa_model"] - results["verdict:kappa_humans"]
@@ -313,14 +323,9 @@ def _headline_figures(
     return np.stack([results[name] for name in names], axis=1)
 
 
-def _people_kappa(
-    ctx: Context, rows: _HeadlineRows, unique: np.ndarray, w: np.ndarray, left_out: np.ndarray
-) -> np.ndarray:
-    """The people's mean pair kappa on the comparable rows: inside the shared resamples, the tables
-    over every item less those of the items the model left out, else summed from these rows."""
-    if not shares_people_tables(ctx):
-        pairs = people_pairs(ctx)
-        return mean_kappa(ctx, pair_tables(ctx, rows.codes, w, pairs, anchor=unique, only=rows.comparable))
+def _shared_people_kappa(ctx: Context, left_out: np.ndarray) -> np.ndarray:
+    """The people's mean pair kappa on the comparable rows inside the shared resamples: the tables over
+    every item less those of the items the model left out."""
     tables = people_pair_tables(ctx)
     if left_out.shape[0]:
         codes = ctx.matrix.codes[np.ix_(left_out, ctx.human_cols)]

@@ -55,6 +55,7 @@ def human_human(ctx: Context, names: list[str]) -> dict:
         seed=ctx.seed,
         shared=ctx.resampler,
         members=np.nonzero(mask)[0],
+        key=rows[:, :, 1],  # each person's category code is a non-decreasing function of the value's code
     )
     whys = {
         "krippendorff_alpha": f"{st.ALL_IDENTICAL}: alpha undefined",

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
+from agreement import statistics as st
 from agreement.against_people import ModelFigures, disagreement_list, model_report
 from agreement.estimates import ppi_entry
 from agreement.people import human_human, human_summaries
@@ -257,7 +258,7 @@ def build_reports_by(
 
 def _add_unknown_raters(raters: dict[int, dict], data: RubricRatings) -> None:
     """Raters of another project can only appear through odd imports; name them rather than fail."""
-    unknown = set(np.unique(data.rater_ids).tolist()) - raters.keys()
+    unknown = set(st.unique_ids(data.rater_ids).tolist()) - raters.keys()
     for pk, name, kind in Rater.objects.filter(pk__in=unknown).values_list("pk", "name", "kind"):
         raters[pk] = {"name": name, "kind": kind, "judge_run": None, "simulated": False}
 
@@ -317,7 +318,9 @@ def rubric_report(
 ) -> RubricReport:
     """One rubric version's block; `split_key` (the evaluation id) adds tune and held-out figures."""
     version = data.version
-    present = sorted(set(data.rater_ids.tolist()), key=lambda r: (raters[r]["kind"], raters[r]["name"]))
+    present = sorted(
+        st.unique_ids(data.rater_ids).tolist(), key=lambda r: (raters[r]["kind"], raters[r]["name"])
+    )
     humans = [r for r in present if raters[r]["kind"] == "human"]
     models = [r for r in present if raters[r]["kind"] != "human"]
     matrix = to_matrix(data, humans + models)

@@ -603,16 +603,43 @@ def f1_per_label(
     }
 
 
-def unique_rows(rows: np.ndarray, *, return_inverse: bool = False) -> tuple:
+def unique_ids(ids: np.ndarray, *, return_inverse: bool = False) -> Any:
+    """np.unique of integer ids (database keys), and each one's index if asked: the same arrays, from a
+    table over the ids' range when it is at most 4x their count instead of a sort (the 100k items of
+    500k ratings: ~5 instead of ~60 ms)."""
+    ids = np.asarray(ids, dtype=np.int64)
+    low = int(ids.min()) if ids.shape[0] else 0
+    span = int(ids.max()) - low + 1 if ids.shape[0] else 0
+    if not 0 < span <= 4 * ids.shape[0]:
+        return np.unique(ids, return_inverse=True) if return_inverse else np.unique(ids)
+    seen = np.zeros(span, dtype=bool)
+    seen[ids - low] = True
+    unique = np.flatnonzero(seen) + low
+    if not return_inverse:
+        return unique
+    return unique, (np.cumsum(seen) - 1)[ids - low]
+
+
+def unique_rows(rows: np.ndarray, *, return_inverse: bool = False, key: np.ndarray | None = None) -> tuple:
     """Distinct rows of an integer matrix and how often each occurs (and each row's index, if asked).
 
     Packs each row into one int64 (mixed radix over each column's range), renumbering the distinct
     keys whenever the next column would overflow it: far faster than sorting rows as records.
+    `key` (optional, one row per row of `rows`): fewer columns that give the same distinct rows in the
+    same order, i.e. each column of `rows` a non-decreasing function of a key column before it or of the
+    key columns up to it (e.g. each rating's category code beside its value code): packed instead.
     """
     rows = np.asarray(rows, dtype=np.int64)
     if rows.shape[1] == 0:
         result = (rows[:1], np.array([rows.shape[0]]), np.zeros(rows.shape[0], dtype=np.int64))
         return result if return_inverse else result[:2]
+    packed = _packed_rows(rows if key is None else np.asarray(key, dtype=np.int64))
+    _, first, inverse, counts = np.unique(packed, return_index=True, return_inverse=True, return_counts=True)
+    return (rows[first], counts, inverse) if return_inverse else (rows[first], counts)
+
+
+def _packed_rows(rows: np.ndarray) -> np.ndarray:
+    """One int64 per row, in the rows' lexicographic order."""
     low = rows.min(axis=0)
     span = rows.max(axis=0) - low + 1
     key = np.zeros(rows.shape[0], dtype=np.int64)
@@ -624,5 +651,4 @@ def unique_rows(rows: np.ndarray, *, return_inverse: bool = False) -> tuple:
             key_span = int(key.max()) + 1
         key = key * span[column] + (rows[:, column] - low[column])
         key_span *= int(span[column])
-    _, first, inverse, counts = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
-    return (rows[first], counts, inverse) if return_inverse else (rows[first], counts)
+    return key

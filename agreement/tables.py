@@ -30,16 +30,21 @@ class Matrix:
 
 def to_matrix(data: RubricRatings, rater_ids: list[int]) -> Matrix:
     usable = np.isfinite(data.values)
-    item_ids, rows = np.unique(data.item_ids[usable], return_inverse=True)
+    item_ids, rows = st.unique_ids(data.item_ids[usable], return_inverse=True)
     order = np.argsort(np.array(rater_ids, dtype=np.int64))
     ordered = np.array(rater_ids, dtype=np.int64)[order]
     cols = order[np.searchsorted(ordered, data.rater_ids[usable])]
     values = np.full((item_ids.shape[0], len(rater_ids)), np.nan)
-    values[rows, cols] = data.values[usable]
-    levels, inverse = np.unique(data.values[usable], return_inverse=True)
+    given = data.values[usable]
+    values[rows, cols] = given
+    # The distinct values (a few) sorted, then each rating's by binary search: no sort of every rating.
+    levels = np.unique(given)
     value_codes = np.full(values.shape, -1, dtype=np.int64)
-    value_codes[rows, cols] = inverse
-    return Matrix(item_ids, rater_ids, values, category_codes(values, data), levels, value_codes)
+    value_codes[rows, cols] = np.searchsorted(levels, given)
+    # A value's category depends on the value alone: work it out once per distinct value.
+    level_codes = category_codes(levels, data)
+    codes = np.where(value_codes >= 0, level_codes[value_codes], -1)
+    return Matrix(item_ids, rater_ids, values, codes, levels, value_codes)
 
 
 def category_codes(values: np.ndarray, data: RubricRatings) -> np.ndarray:
@@ -126,14 +131,40 @@ class Context:
         return [np.nonzero(present[:, col])[0] for col in range(present.shape[1])]
 
     @cached_property
+    def rated_by_column(self) -> np.ndarray:
+        """(columns, items) bool: whether each rater rated each item, one contiguous row per rater."""
+        return np.ascontiguousarray(np.isfinite(self.matrix.values).T)
+
+    @cached_property
+    def by_column(self) -> tuple[np.ndarray, np.ndarray]:
+        """The matrix's codes and value codes, (columns, items): gathering many items of one column
+        reads them nearly in order (from the (items, columns) matrix, one cache line per rating)."""
+        return np.ascontiguousarray(self.matrix.codes.T), np.ascontiguousarray(self.matrix.value_codes.T)
+
+    @cached_property
+    def values_given(self) -> np.ndarray:
+        """(columns, value levels) bool: which of the distinct values each rater (column) gave."""
+        codes = self.matrix.value_codes
+        out = np.zeros((codes.shape[1], self.value_levels.shape[0]), dtype=bool)
+        for col, rows in enumerate(self.rated_rows):
+            out[col, codes[rows, col]] = True
+        return out
+
+    @cached_property
     def resampler(self) -> bs.ItemResamples:
         """The bootstrap weights of the matrix's items, shared by every figure group drawn by items."""
         return bs.ItemResamples(items=self.matrix.values.shape[0], resamples=self.resamples, seed=self.seed)
 
 
 def encode_rows(matrix: Matrix, mask: np.ndarray, cols: list[int]) -> np.ndarray:
-    index = np.ix_(mask, cols)
-    return np.stack([matrix.codes[index], matrix.value_codes[index]], axis=2)
+    # The rows, then the columns (half the time of indexing with np.ix_).
+    return np.stack(
+        [
+            np.take(np.compress(mask, array, axis=0), cols, axis=1)
+            for array in (matrix.codes, matrix.value_codes)
+        ],
+        axis=2,
+    )
 
 
 def decode_values(value_codes: np.ndarray, levels: np.ndarray) -> np.ndarray:
@@ -294,23 +325,22 @@ def pairs_of_columns(ctx: Context, pairs: list[tuple[int, int]]) -> list[dict | 
     contingency table of each pair: the whole counts are summed in one pass over every pair's items
     and each figure computed for all pairs at once (identical to two_raters, or within 1e-15).
     """
-    matrix = ctx.matrix
     values_a = _values_given(ctx, sorted({a for a, _ in pairs}))
     values_b = _values_given(ctx, sorted({b for _, b in pairs}))
     size_a, size_b = values_a.shape[0], values_b.shape[0]
     cells = size_a * size_b if ctx.data.is_likert else ctx.levels * ctx.levels
     if len(pairs) * cells > PAIR_CELLS_BUDGET:
         return [_two_columns(ctx, a, b) for a, b in pairs]
-    present = np.isfinite(matrix.values)
-    shared = []
-    for a, b in pairs:
-        rows_a = ctx.rated_rows[a]
-        shared.append(rows_a[present[rows_a, b]])
+    shared = [_shared_rows(ctx, a, b) for a, b in pairs]
     pair = np.repeat(np.arange(len(pairs)), [rows.shape[0] for rows in shared])
     rows = np.concatenate(shared) if shared else np.zeros(0, dtype=np.int64)
     col_a = np.array([a for a, _ in pairs], dtype=np.int64)[pair]
     col_b = np.array([b for _, b in pairs], dtype=np.int64)[pair]
-    ca, cb = matrix.codes[rows, col_a], matrix.codes[rows, col_b]
+    # From the column-major copies, by flat index (numpy's 2-D fancy indexing costs ~5x more): each
+    # pair's rows ascending in one column, read nearly in order.
+    codes, value_codes = (array.ravel() for array in ctx.by_column)
+    at_a, at_b = col_a * ctx.matrix.codes.shape[0] + rows, col_b * ctx.matrix.codes.shape[0] + rows
+    ca, cb = np.take(codes, at_a), np.take(codes, at_b)
     k, levels = len(pairs), ctx.levels
 
     def per_pair(selected: np.ndarray) -> np.ndarray:
@@ -332,8 +362,8 @@ def pairs_of_columns(ctx: Context, pairs: list[tuple[int, int]]) -> list[dict | 
         ],
     }
     if ctx.data.is_likert:
-        va = _renumber(values_a, ctx)[matrix.value_codes[rows, col_a]]
-        vb = _renumber(values_b, ctx)[matrix.value_codes[rows, col_b]]
+        va = _renumber(values_a, ctx)[np.take(value_codes, at_a)]
+        vb = _renumber(values_b, ctx)[np.take(value_codes, at_b)]
         tables = np.bincount(pair * size_a * size_b + va * size_b + vb, minlength=k * size_a * size_b)
         numeric = st.table_figures(
             tables.reshape(k, size_a, size_b).astype(np.float64),
@@ -371,10 +401,18 @@ def pairs_of_columns(ctx: Context, pairs: list[tuple[int, int]]) -> list[dict | 
     return out
 
 
+def _shared_rows(ctx: Context, a: int, b: int) -> np.ndarray:
+    """The rows (items) both columns rated, ascending: the rows of the one that rated fewer, kept where
+    the other rated too."""
+    if ctx.rated_rows[b].shape[0] < ctx.rated_rows[a].shape[0]:
+        a, b = b, a
+    rows = ctx.rated_rows[a]
+    return rows[ctx.rated_by_column[b, rows]]
+
+
 def _values_given(ctx: Context, cols: list[int]) -> np.ndarray:
     """The value codes (into ctx.value_levels) given in these columns, in increasing order."""
-    codes = ctx.matrix.value_codes[:, cols]
-    return np.nonzero(np.bincount(codes[codes >= 0], minlength=ctx.value_levels.shape[0]))[0]
+    return np.nonzero(ctx.values_given[cols].any(axis=0))[0]
 
 
 def _renumber(values: np.ndarray, ctx: Context) -> np.ndarray:
@@ -406,8 +444,7 @@ def _numeric_stats(numeric: dict[str, np.ndarray]) -> dict[str, list[st.Stat]]:
 def _two_columns(ctx: Context, a: int, b: int) -> dict | None:
     """two_raters of matrix columns a and b on the items both rated, plus "items"; None without any."""
     matrix = ctx.matrix
-    rows_a = ctx.rated_rows[a]
-    shared = rows_a[np.isfinite(matrix.values[rows_a, b])]
+    shared = _shared_rows(ctx, a, b)
     if not shared.shape[0]:
         return None
     entry = two_raters(

@@ -227,6 +227,46 @@ def test_poisson_bootstrap_of_thousands_of_patterns_has_the_spread_of_resampling
     assert_spread_of_resampling_items(rows)
 
 
+def test_unique_rows_by_a_key_of_value_codes_are_those_of_the_whole_rows():
+    # 24 people's value codes (-1 missing) beside their category codes (a non-decreasing function of the
+    # value): more columns than one int64 packs, so the whole rows are renumbered on the way.
+    rng = np.random.default_rng(12)
+    values = np.where(rng.random((5000, 24)) < 0.8, -1, rng.integers(0, 9, (5000, 24)))
+    codes = np.where(values >= 0, (values + 1) // 2, -1)
+    rows = np.stack([codes, values], axis=2).reshape(5000, -1)
+    expected = st.unique_rows(rows, return_inverse=True)
+    got = st.unique_rows(rows, return_inverse=True, key=values)
+    for a, b in zip(got, expected, strict=True):
+        assert np.array_equal(a, b)
+
+
+def test_unique_ids_are_numpys_with_and_without_a_table_over_their_range():
+    rng = np.random.default_rng(13)
+    for ids in [rng.integers(500, 900, 1000), rng.integers(0, 10**9, 1000), np.zeros(0, dtype=np.int64)]:
+        got, expected = st.unique_ids(ids, return_inverse=True), np.unique(ids, return_inverse=True)
+        assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1])
+        assert np.array_equal(st.unique_ids(ids), np.unique(ids))
+
+
+def test_uniform16_gives_the_numbers_of_integers_over_the_whole_range():
+    for shape in [(1, 4), (250, 80), (3, 5)]:  # whole 64-bit outputs, and a count that is not
+        got = bs._uniform16(np.random.default_rng(9), shape)
+        expected = np.random.default_rng(9).integers(0, 65536, size=shape, dtype=np.uint16)
+        assert got.shape == shape and np.array_equal(got, expected)
+
+
+def test_poisson_weights_are_their_counts_poisson_draws_in_row_order():
+    # Rows seen once, twice and 40 times (beyond the byte tables), interleaved: each row keeps its own draws.
+    counts = np.tile([1, 2, 40], 2000)
+    inverse = np.repeat(np.arange(counts.shape[0]), counts)
+    weights = bs._resample_weights(np.random.default_rng(1), counts, inverse, 400)
+    assert weights.shape == (400, counts.shape[0]) and weights.dtype == np.float32
+    for count in (1, 2, 40):
+        drawn = weights[:, counts == count]
+        assert drawn.mean() == pytest.approx(count, rel=0.01)
+        assert drawn.var() == pytest.approx(count, rel=0.03)
+
+
 def test_kappa_of_a_batch_of_tables_matches_scikit_learn_table_by_table():
     rng = np.random.default_rng(8)
     pairs = [(rng.integers(0, 4, 80), rng.integers(0, 4, 80)) for _ in range(6)]
