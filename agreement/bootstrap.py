@@ -7,6 +7,7 @@ are in `agreement.statistics`.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -151,7 +152,9 @@ class ItemResamples:
     resamples are kept (one byte per item and resample) up to `keep` bytes, and otherwise drawn again
     from the same seed each time they are asked for, so the weights never depend on what was kept.
     While `of` hands out a chunk, `chunk` is its number: figures of one group can then take sums over
-    other items in the same resamples (`weights`), e.g. to share tables between groups.
+    other items in the same resamples (`weights`), e.g. to share tables between groups. Groups may run
+    in threads of their own: each thread has its own current chunk, and a chunk is the same whichever
+    thread draws it.
     """
 
     items: int
@@ -159,17 +162,22 @@ class ItemResamples:
     seed: int
     budget: int = 4_000_000
     keep: int = 256_000_000
-    chunk: int | None = None
     _kept: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+    _thread: threading.local = field(default_factory=threading.local, repr=False)
+
+    @property
+    def chunk(self) -> int | None:
+        """The number of the chunk `of` is handing out in this thread (None outside)."""
+        return getattr(self._thread, "chunk", None)
 
     def of(self, members: np.ndarray) -> Iterator[np.ndarray]:
         """(size, len(members)) float32 weights of the items `members` (sorted indices), a chunk at a time."""
         try:
             for chunk in range(len(self._sizes())):
-                self.chunk = chunk
+                self._thread.chunk = chunk
                 yield self.weights(members)
         finally:
-            self.chunk = None
+            self._thread.chunk = None
 
     def weights(self, members: np.ndarray | None) -> np.ndarray:
         """(size, len(members)) float32 weights of the items `members` (None: all) in the current chunk."""

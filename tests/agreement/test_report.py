@@ -258,6 +258,33 @@ def test_a_pool_of_people_gives_the_same_intervals_with_the_shared_people_tables
     assert shared["human_human"]["ci"]["cohen_kappa"] is not None
 
 
+def test_the_groups_in_threads_give_the_same_report_as_one_after_another(project, monkeypatch):
+    # A pool of people and two models: every group takes the report's shared resamples, in chunks of
+    # 20 (each thread must see its own current chunk), and the verdicts read the people's tables.
+    import functools
+
+    from agreement import bootstrap as bs
+    from agreement import report
+
+    rng = np.random.default_rng(8)
+    names = [f"p{k}" for k in range(8)]
+    table = random_table(rng, items=300, raters=[*names, "m1", "m2"], labels=list("12345"), missing=0.0)
+    chosen = np.argsort(rng.random((300, 8)), axis=1)[:, :3]
+    for k, name in enumerate(names):
+        table[name] = [v if (chosen[n] == k).any() else None for n, v in enumerate(table[name])]
+    for n in range(0, 300, 10):
+        table["m2"][n] = "!"
+    evaluation, _ = make_rated_evaluation(project, kind="likert", table=table, models=["m1", "m2"])
+    monkeypatch.setattr(bs, "ItemResamples", functools.partial(bs.ItemResamples, budget=300 * 20))
+
+    monkeypatch.setattr(report, "GROUP_THREADS", 1)
+    one_after_another = _block(evaluation, resamples=200)
+    monkeypatch.setattr(report, "GROUP_THREADS", 3)
+    for _ in range(3):
+        assert _block(evaluation, resamples=200) == one_after_another
+    assert _rater(one_after_another, "m2")["verdict"]["difference_ci"] is not None
+
+
 def _assert_close(got, expected, path=""):
     """The same JSON, numbers within 1e-12 (figures summed in another order)."""
     if isinstance(expected, dict):
