@@ -183,7 +183,7 @@ def build_report(
     versions = evaluation.ordered_versions(rubric)
     raters = rater_directory(evaluation)
     selected = items_matching(evaluation=evaluation, where=where) if where else None
-    total_items = evaluation.items().count() if selected is None else None
+    total_items = evaluation.item_count() if selected is None else None
     blocks = []
     for version in versions:
         data = load_ratings(evaluation=evaluation, version=version)

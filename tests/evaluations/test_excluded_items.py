@@ -35,6 +35,19 @@ def test_lacking_items_are_excluded_with_their_reason_when_asked(project):
     assert reasons == {("d-1", "no baseline (Preference@1)"), ("d-3", "no baseline (Preference@1)")}
 
 
+def test_item_count_counts_the_items_the_evaluation_rates(project):
+    dataset, version = pairwise_setup(project)
+    evaluation = create_evaluation(
+        project=project, dataset=dataset, rubric_versions=[version], name="E", exclude_lacking=True
+    )
+    plain = factories.make_evaluation(project, dataset, [version], name="Plain")
+    other = factories.make_dataset(project, items=2, name="Other")
+    ExcludedItem.objects.create(evaluation=plain, item=Item.objects.filter(dataset=dataset)[0], reason="x")
+    ExcludedItem.objects.create(evaluation=plain, item=Item.objects.filter(dataset=other)[0], reason="odd")
+    assert evaluation.item_count() == evaluation.items().count() == 3
+    assert plain.item_count() == plain.items().count() == 4
+
+
 def test_exclusion_is_refused_when_no_item_would_be_left(project):
     dataset, version = pairwise_setup(project, items=2, missing=("d-0", "d-1"))
     with pytest.raises(ValidationError, match="No item would be left"):
