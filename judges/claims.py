@@ -109,6 +109,11 @@ class ClaimAhead:
         if self.future is None and db.helper_threads_see_our_writes():
             self.future = _claimer.submit(_claim_in_thread, self.ctx)
 
+    def claim_now(self) -> None:
+        """Claim the lane's next call here and now, for `next` to hand out (a lane about to wait)."""
+        self.future = Future()
+        self.future.set_result(claim_next_call(self.ctx))
+
     def release(self) -> None:
         """Give back a claim taken ahead that the lane will not use."""
         claimed = self.next() if self.future is not None else None
