@@ -373,7 +373,8 @@ def work_lane(*, run_id: int, lane: int) -> int:
     ahead = ClaimAhead(ctx)
     if lane > 0:
         ahead.claim_now()  # its first call is claimed while the first lane's is in flight
-        if not wait_for_first_call(run_id, until=time.monotonic() + first_call_wait(ctx)):
+        waits = ctx.params.request_timeout + FIRST_CALL_MARGIN_SECONDS
+        if not wait_for_first_call(run, until=time.monotonic() + waits):
             ahead.release()
             return 0
     retries = Retries()
@@ -404,9 +405,10 @@ def work_lane(*, run_id: int, lane: int) -> int:
     return done
 
 
-# Lanes of this worker process waiting for their run's first call, woken when it is through here; a lane
-# of another process sees `lanes_started` at its next look (FIRST_CALL_POLL_SECONDS).
-_first_calls: weakref.WeakValueDictionary[int, threading.Event] = weakref.WeakValueDictionary()
+# Lanes of this worker process waiting for their run's first call (per start of the run: launch, resume
+# or recovery), woken when it is through here; a lane of another process sees `lanes_started` at its next
+# look (FIRST_CALL_POLL_SECONDS), or that the run failed.
+_first_calls: weakref.WeakValueDictionary[tuple[int, Any], threading.Event] = weakref.WeakValueDictionary()
 _first_calls_lock = threading.Lock()
 FIRST_CALL_POLL_SECONDS = 0.25
 # The first call is alone to catch a wrong key, model or URL, which its first answer shows: the other
@@ -415,40 +417,35 @@ FIRST_CALL_POLL_SECONDS = 0.25
 FIRST_CALL_MARGIN_SECONDS = 5.0
 
 
-def first_call_wait(ctx: LaneContext) -> float:
-    return ctx.params.request_timeout + FIRST_CALL_MARGIN_SECONDS
+def first_call_through(run: JudgeRun) -> threading.Event:
+    with _first_calls_lock:
+        return _first_calls.setdefault((run.pk, run.queued_at), threading.Event())
 
 
-def wait_for_first_call(run_id: int, *, until: float) -> bool:
+def wait_for_first_call(run: JudgeRun, *, until: float) -> bool:
     """Wait until the run's first call is through (`lanes_started`) or `until` (monotonic); False: the
     run stopped meanwhile (a wrong key failed it), so this lane has nothing to do."""
-    with _first_calls_lock:
-        through = _first_calls.get(run_id)
-        if through is None:
-            through = _first_calls[run_id] = threading.Event()
-    while True:
-        row = JudgeRun.objects.filter(pk=run_id).values_list("status", "lanes_started").first()
+    through = first_call_through(run)
+    while not through.is_set():
+        row = JudgeRun.objects.filter(pk=run.pk).values_list("status", "lanes_started").first()
         if row is None or row[0] != JudgeRun.Status.RUNNING:
             return False
         if row[1] or time.monotonic() >= until:
             return True
-        if through.is_set():  # by an earlier start of the run (resumed since): look again later
-            time.sleep(FIRST_CALL_POLL_SECONDS)
-        else:
-            through.wait(min(FIRST_CALL_POLL_SECONDS, max(0.0, until - time.monotonic())))
+        through.wait(min(FIRST_CALL_POLL_SECONDS, max(0.0, until - time.monotonic())))
+    return True
 
 
 def start_other_lanes(run: JudgeRun) -> None:
-    """The first call is through: the other lanes, queued with the first, start work."""
+    """The first call is through: the other lanes, queued with the first, start work (unless it failed
+    the run)."""
     if run.frozen_parameters.concurrency <= 1:
         return
-    JudgeRun.objects.filter(pk=run.pk, lanes_started=False, status=JudgeRun.Status.RUNNING).update(
+    started = JudgeRun.objects.filter(pk=run.pk, lanes_started=False, status=JudgeRun.Status.RUNNING).update(
         lanes_started=True
     )
-    with _first_calls_lock:
-        through = _first_calls.get(run.pk)
-    if through is not None:
-        through.set()
+    if started:
+        first_call_through(run).set()
 
 
 def complete_run_if_finished(*, run_id: int) -> None:
