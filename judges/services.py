@@ -377,6 +377,7 @@ def work_lane(*, run_id: int, lane: int) -> int:
         if not wait_for_first_call(run, until=time.monotonic() + waits):
             ahead.release()
             return 0
+        ctx.reload_adaptations()
     retries = Retries()
     done = 0
     while not ctx.stopped():
