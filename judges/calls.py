@@ -143,13 +143,6 @@ class LaneContext:
             call_ids=call_ids(run.pk),
         )
 
-    def reload_adaptations(self) -> None:
-        """The run's adaptations as recorded now (a lane that waited for the first call, which may have
-        adapted the run)."""
-        self.adaptations = adapting.merged(
-            JudgeRun.objects.values_list("adaptations", flat=True).get(pk=self.run_id)
-        )
-
     @property
     def kind(self) -> str:
         return self.version.rubric.kind

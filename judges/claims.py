@@ -130,7 +130,7 @@ class ClaimAhead:
             self.future.add_done_callback(self._note_last)
 
     def claim_now(self) -> None:
-        """Claim the lane's next calls here and now, for `next` to hand out (a lane about to wait)."""
+        """Claim the lane's next calls here and now, for `next` to hand out."""
         self.future = Future()
         self.future.set_result(claim_next_calls(self.ctx, self.count()))
         self._note_last(self.future)

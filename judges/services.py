@@ -1,19 +1,15 @@
 """Judge runs: estimate, launch, work, cancel, resume, progress; and the judge's connection test.
 
 A run is worked by lanes: Celery tasks that each claim and do one call after another until none is
-left. All of them are queued at once, but the first lane works alone until its first call is through
-(so a wrong key or model stops the run after one call, not after a burst) while the others wait for it,
-ready (`wait_for_first_call`); the number of lanes is the judge's concurrency, across all workers
-together. A lane has one request in flight at a time: a call waiting
+left. The first lane works alone until its first call is through (so a wrong key or model stops the
+run after one call, not after a burst), then starts the others; the number of lanes is the judge's
+concurrency, across all workers together. A lane has one request in flight at a time: a call waiting
 for its retry after a transient error is set aside (`calls.Retries`) while the lane sends others, so the
 concurrency is the number of requests in flight at once.
 """
 
 from __future__ import annotations
 
-import threading
-import time
-import weakref
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
@@ -348,13 +344,11 @@ def launch_runs(
 
 
 def start_work(run: JudgeRun) -> None:
-    """Queue a run's work for when the transaction commits: its lanes (all but the first wait for its
-    first call), or its batches' poll."""
+    """Queue a run's work for when the transaction commits: its first lane, or its batches' poll."""
     if run.mode == JudgeRun.Mode.BATCH:
         batches.start_polling(run.pk)
     else:
-        lanes = list(range(max(1, run.frozen_parameters.concurrency)))
-        transaction.on_commit(partial(enqueue_lanes, run.pk, lanes))
+        transaction.on_commit(partial(enqueue_lanes, run.pk, [0]))
 
 
 def enqueue_lanes(run_id: int, lanes: list[int]) -> None:
@@ -371,13 +365,6 @@ def work_lane(*, run_id: int, lane: int) -> int:
         return 0
     ctx = LaneContext.load(run)
     ahead = ClaimAhead(ctx)
-    if lane > 0:
-        ahead.claim_now()  # its first call is claimed while the first lane's is in flight
-        waits = ctx.params.request_timeout + FIRST_CALL_MARGIN_SECONDS
-        if not wait_for_first_call(run, until=time.monotonic() + waits):
-            ahead.release()
-            return 0
-        ctx.reload_adaptations()
     retries = Retries()
     done = 0
     while not ctx.stopped():
@@ -406,47 +393,15 @@ def work_lane(*, run_id: int, lane: int) -> int:
     return done
 
 
-# Lanes of this worker process waiting for their run's first call (per start of the run: launch, resume
-# or recovery), woken when it is through here; a lane of another process sees `lanes_started` at its next
-# look (FIRST_CALL_POLL_SECONDS), or that the run failed.
-_first_calls: weakref.WeakValueDictionary[tuple[int, Any], threading.Event] = weakref.WeakValueDictionary()
-_first_calls_lock = threading.Lock()
-FIRST_CALL_POLL_SECONDS = 0.25
-# The first call is alone to catch a wrong key, model or URL, which its first answer shows: the other
-# lanes wait at most one request's timeout and this much for it (its lane may not have started yet,
-# e.g. queued behind other runs' lanes waiting for theirs), then start anyway.
-FIRST_CALL_MARGIN_SECONDS = 5.0
-
-
-def first_call_through(run: JudgeRun) -> threading.Event:
-    with _first_calls_lock:
-        return _first_calls.setdefault((run.pk, run.queued_at), threading.Event())
-
-
-def wait_for_first_call(run: JudgeRun, *, until: float) -> bool:
-    """Wait until the run's first call is through (`lanes_started`) or `until` (monotonic); False: the
-    run stopped meanwhile (a wrong key failed it), so this lane has nothing to do."""
-    through = first_call_through(run)
-    while not through.is_set():
-        row = JudgeRun.objects.filter(pk=run.pk).values_list("status", "lanes_started").first()
-        if row is None or row[0] != JudgeRun.Status.RUNNING:
-            return False
-        if row[1] or time.monotonic() >= until:
-            return True
-        through.wait(min(FIRST_CALL_POLL_SECONDS, max(0.0, until - time.monotonic())))
-    return True
-
-
 def start_other_lanes(run: JudgeRun) -> None:
-    """The first call is through: the other lanes, queued with the first, start work (unless it failed
-    the run)."""
-    if run.frozen_parameters.concurrency <= 1:
+    concurrency = run.frozen_parameters.concurrency
+    if concurrency <= 1:
         return
     started = JudgeRun.objects.filter(pk=run.pk, lanes_started=False, status=JudgeRun.Status.RUNNING).update(
         lanes_started=True
     )
     if started:
-        first_call_through(run).set()
+        enqueue_lanes(run.pk, list(range(1, concurrency)))
 
 
 def complete_run_if_finished(*, run_id: int) -> None:

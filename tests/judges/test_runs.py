@@ -1,16 +1,11 @@
 """Judge runs worked in-process (lanes called directly) against the simulated model in a thread."""
 
-import threading
-import time
-
 import pytest
-from django.db import connection
 
 from evaluations.models import Rating
 from judges import services
 from judges.calls import LaneContext
 from judges.claims import claim_next_call
-from judges.fake_llm import FakeConfig, FakeLLM
 from judges.finishing import finish_call
 from judges.models import CachedReply, JudgeCall, JudgeRun
 from tests import factories
@@ -44,93 +39,10 @@ def test_likert_run_stores_one_rating_per_item_with_raw_output_tokens_and_attemp
     assert run.rater.kind == "model"
 
 
-def work_in_thread(run_id: int, lane: int, done: list[int]) -> threading.Thread:
-    """Work a lane on a thread of its own (with its own connection), its return value into `done`."""
-
-    def work() -> None:
-        try:
-            done.append(services.work_lane(run_id=run_id, lane=lane))
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=work)
-    thread.start()
-    return thread
-
-
-def wait_until(condition, seconds: float = 10) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert condition()
-
-
-@pytest.fixture
-def lanes_on_their_own_threads(monkeypatch):
-    """Lanes claim and store on their own thread, so no helper thread keeps a connection to the test
-    database, which is dropped at the end."""
-    monkeypatch.setattr("judges.db.helper_threads_see_our_writes", lambda: False)
-
-
-@pytest.mark.django_db(transaction=True)
-def test_every_lane_is_queued_at_launch_and_the_others_wait_for_the_first_call(
-    project, lanes_on_their_own_threads, no_enqueue
-):
-    server = FakeLLM(FakeConfig(latency_ms=0)).start(stop_after=60)
-    version, evaluation = setup_evaluation(project, items=4)
-    judge = make_judge(project, server, concurrency=3)
-    run = services.launch_run(judge=judge, evaluation=evaluation, rubric_version=version)
-    assert no_enqueue == [(run.pk, 0), (run.pk, 1), (run.pk, 2)]
-    done: list[int] = []
-    second = work_in_thread(run.pk, 1, done)
-    # Lane 1 claims a call and waits, ready, while the first lane has sent nothing.
-    wait_until(lambda: run.calls.filter(status=JudgeCall.Status.CLAIMED).count() == 1)
-    time.sleep(0.3)
-    assert server.stats.requests == 0 and second.is_alive()
-
-    first = services.work_lane(run_id=run.pk, lane=0)
-    second.join(timeout=10)
-    server.stop()
-    run.refresh_from_db()
-    assert run.status == JudgeRun.Status.DONE and run.lanes_started
-    assert first + done[0] == 4 and server.stats.requests == 4
-    assert Rating.objects.filter(rater=run.rater).count() == 4
-
-
-@pytest.mark.django_db(transaction=True)
-def test_a_waiting_lane_gives_its_call_back_and_sends_nothing_when_the_first_call_fails_the_run(
-    project, lanes_on_their_own_threads
-):
-    server = FakeLLM(FakeConfig(latency_ms=0, api_key="the-right-key")).start(stop_after=60)
-    version, evaluation = setup_evaluation(project, items=3)
-    run = services.launch_run(
-        judge=make_judge(project, server, concurrency=2), evaluation=evaluation, rubric_version=version
-    )
-    done: list[int] = []
-    second = work_in_thread(run.pk, 1, done)
-    wait_until(lambda: run.calls.filter(status=JudgeCall.Status.CLAIMED).count() == 1)
-
-    assert services.work_lane(run_id=run.pk, lane=0) == 1  # the wrong key fails its call and the run
-    second.join(timeout=10)
-    server.stop()
-    assert done == [0] and server.stats.requests == 1
-    run.refresh_from_db()
-    assert run.status == JudgeRun.Status.FAILED and "authentication failed" in run.error
-    statuses = sorted(run.calls.values_list("status", "claim_token"))
-    assert statuses == [("failed", None), ("pending", None), ("pending", None)]
-
-
-def test_a_lane_waits_for_the_first_call_no_longer_than_a_request_can_take(project, fake_llm, monkeypatch):
-    """The first lane may not have started (queued behind other work): the others start anyway."""
-    monkeypatch.setattr(services, "FIRST_CALL_MARGIN_SECONDS", 0.0, raising=False)
-    version, evaluation = setup_evaluation(project, items=2)
-    judge = make_judge(project, fake_llm, concurrency=2, request_timeout=1)
-    run = services.launch_run(judge=judge, evaluation=evaluation, rubric_version=version)
-    started = time.monotonic()
-    assert services.work_lane(run_id=run.pk, lane=1) == 2
-    assert 1.0 <= time.monotonic() - started < 5
-    run.refresh_from_db()
-    assert run.status == JudgeRun.Status.DONE
+def test_first_lane_starts_the_other_lanes_after_its_first_call(project, fake_llm, no_enqueue):
+    version, evaluation = setup_evaluation(project)
+    run = run_to_end(make_judge(project, fake_llm, concurrency=3), evaluation, version)
+    assert no_enqueue == [(run.pk, 1), (run.pk, 2)]
 
 
 def test_samples_are_each_stored_and_averaged_for_likert(project, fake_llm):
