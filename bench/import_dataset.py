@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -39,6 +40,9 @@ WORDS = (  # noqa: SIM905 - a sentence of words reads better than a 100-item lis
     "café naïve résumé"
 ).split()
 TOPICS = ["Concert", "Travel", "Cooking", "Movies", "Work", "Pets", "Sports", "Books"]
+# --text realistic: turns made of sentences people and models wrote (read from ../shared/data at run time,
+# never copied here), so words follow a natural distribution instead of 103 words each in ~80% of items.
+SHARED_DATA = ROOT.parent / "shared" / "data"
 
 
 def sentence(rng: random.Random, low: int, high: int) -> str:
@@ -47,16 +51,37 @@ def sentence(rng: random.Random, low: int, high: int) -> str:
     return text[0].upper() + text[1:] + rng.choice([".", "?", "!", "."])
 
 
-def generate(path: Path, count: int, seed: int = 7) -> int:
+def real_sentences() -> list[str]:
+    """The sentences of the PandaLM test set (instructions, inputs, both responses) and of USR PersonaChat
+    (dialog lines, persona facts, candidate responses): ~4,000 distinct sentences of real English."""
+    texts: list[str] = []
+    for row in json.loads((SHARED_DATA / "pandalm-testset" / "testset-v1.json").read_text()):
+        texts.extend(str(row[key]) for key in ("instruction", "input", "response1", "response2"))
+    for row in json.loads((SHARED_DATA / "usr-personachat" / "pc_usr_data.json").read_text()):
+        texts.extend((row["context"], row["fact"]))
+        texts.extend(response["response"] for response in row["responses"])
+    found = set()
+    for text in texts:
+        for line in text.splitlines():
+            pieces = (piece.strip() for piece in re.split(r"(?<=[.!?])\s+", line))
+            found.update(piece for piece in pieces if len(piece) > 1)
+    return sorted(found)
+
+
+def generate(path: Path, count: int, seed: int = 7, *, text: str = "synthetic") -> int:
     rng = random.Random(seed)
+    pool = real_sentences() if text == "realistic" else []
+
+    def turn(t: int) -> str:
+        if pool:  # user turns one or two sentences, bot turns two to four
+            return " ".join(rng.choices(pool, k=rng.randint(1, 2) if t % 2 == 0 else rng.randint(2, 4)))
+        if t % 2 == 0:
+            return sentence(rng, 6, 25)
+        return " ".join(sentence(rng, 8, 30) for _ in range(2))
+
     with open(path, "w", encoding="utf-8") as out:
         for n in range(count):
-            turns = []
-            for t in range(6):
-                if t % 2 == 0:
-                    turns.append({"speaker": "USER", "text": sentence(rng, 6, 25)})
-                else:
-                    turns.append({"speaker": "BOT", "text": " ".join(sentence(rng, 8, 30) for _ in range(2))})
+            turns = [{"speaker": "BOT" if t % 2 else "USER", "text": turn(t)} for t in range(6)]
             item = {
                 "id": f"bench-{n:07d}",
                 "turns": turns,
@@ -180,9 +205,9 @@ def export_rows(url: str, rows_file: Path) -> int:
     return count
 
 
-def browse(env: dict) -> None:
+def browse(env: dict, text: str = "synthetic") -> None:
     print(f"item browser (server-side time of a GET, warm cache; load average {os.getloadavg()[0]:.1f}):")
-    print(manage(env, "shell", "-c", BROWSE).stdout.rstrip())
+    print(manage({**env, "BENCH_TEXT": text}, "shell", "-c", BROWSE).stdout.rstrip())
     print(f"  load average {os.getloadavg()[0]:.1f}")
 
 
@@ -201,12 +226,21 @@ dataset = Dataset.objects.get(name="bench")
 dataset.item_count = dataset.items.count()
 dataset.save()
 url = f"/p/bench/datasets/{dataset.pk}/"
+import os
 import re
 cases = [("first page", {}), ("page 1000 of 50", {"page": 1000}), ("200 a page", {"size": 200}),
          ("search a common word", {"q": "coffee"}), ("search a rare phrase", {"q": "zebra crossing"}),
          ("search an id", {"q": "bench-0099999"}), ("metadata topic=Travel", {"meta": "topic=Travel"}),
          ("metadata + search", {"meta": "topic=Travel", "q": "museum"}),
          ("frequent 2-word phrase", {"q": "great coffee"}), ("3-word phrase", {"q": "great coffee and"})]
+if os.environ["BENCH_TEXT"] == "realistic":  # the same kinds of query in real sentences
+    cases[3:] = [("search a common word", {"q": "know"}), ("search a rare phrase", {"q": "polyamorous open"}),
+                 ("search an id", {"q": "bench-0099999"}),
+                 ("metadata topic=Travel", {"meta": "topic=Travel"}),
+                 ("metadata + search", {"meta": "topic=Travel", "q": "music"}),
+                 ("frequent 2-word phrase", {"q": "of the"}),
+                 ("phrase of common words", {"q": "i think it is"}),
+                 ("3-word phrase", {"q": "let me know"}), ("phrase, most items", {"q": "i am"})]
 # A page may leave its count to a second request (htmx, hx-get ... count=1): timed on its own line.
 LAZY = re.compile(r'hx-get="([^"]*count=1[^"]*)"')
 
@@ -245,12 +279,18 @@ def main() -> None:
     parser.add_argument(
         "--browse-only", action="store_true", help="only time the item browser on a database kept by --keep"
     )
+    parser.add_argument(
+        "--text",
+        choices=["synthetic", "realistic"],
+        default="synthetic",
+        help="dialogs of the 103 bench words, or of real sentences from ../shared/data (and their queries)",
+    )
     args = parser.parse_args()
     base = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
     if args.browse_only:
         env = {**os.environ, "DATABASE_URL": f"{base.rstrip('/')}/{args.database}", "LOG_LEVEL": "WARNING"}
         env.update(CELERY_BROKER_URL="memory://")
-        browse(env)
+        browse(env, args.text)
         return
     url = recreate_database(base, args.database)
     env = {**os.environ, "DATABASE_URL": url, "CELERY_BROKER_URL": "memory://", "LOG_LEVEL": "WARNING"}
@@ -267,8 +307,8 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="concord-bench-"))
     try:
         data = work / "dialogs.jsonl"
-        size = generate(data, args.items)
-        print(f"generated {args.items:,} dialogs x 6 turns: {size / 1e6:.1f} MB JSONL")
+        size = generate(data, args.items, text=args.text)
+        print(f"generated {args.items:,} dialogs x 6 turns ({args.text} text): {size / 1e6:.1f} MB JSONL")
         with ServerCpu(base, args.database) as server:
             seconds, rss, output, cpu = timed_import(env, data)
         print(f"CLI: {output}")
@@ -292,7 +332,7 @@ def main() -> None:
             f"{'met' if rss < 300 else 'MISSED'}"
         )
         if args.browse:
-            browse(env)
+            browse(env, args.text)
     finally:
         if not args.keep:
             for path in work.iterdir():

@@ -246,7 +246,7 @@ def _count(dataset: Dataset, items: QuerySet[Item], *, filtered: bool) -> int:
     if not filtered:
         # The importer keeps item_count; rows made some other way (admin, fixtures) fall back to COUNT.
         return dataset.item_count or items.count()
-    return items[: COUNT_CAP + 1].count()
+    return db.capped_count(items, COUNT_CAP)
 
 
 @require_GET

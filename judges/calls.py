@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Max, Min
 from django.utils import timezone
 
 from evaluations.models import Evaluation
@@ -114,6 +115,8 @@ class LaneContext:
     project_id: int
     credential: Credential
     adaptations: dict[str, Any] = field(default_factory=dict)  # `Accepts` changes the run adapted to
+    # The run's first and last call ids (`claims.ClaimAhead` claims fewer at a time near the end).
+    call_ids: tuple[int, int] = (0, 0)
     finishes: list[Future[bool]] = field(default_factory=list)
     _started_at: float = field(default_factory=time.monotonic)
     _stopped: bool = False
@@ -137,6 +140,7 @@ class LaneContext:
             project_id=Evaluation.objects.values_list("project_id", flat=True).get(pk=run.evaluation_id),
             credential=credential_for(judge_id=run.judge_id, source=params.credential),
             adaptations=adapting.merged(run.adaptations),
+            call_ids=call_ids(run.pk),
         )
 
     @property
@@ -199,6 +203,11 @@ class LaneContext:
         if not self._stopped and not _watch.running(self.run_id, since=self._started_at):
             self._stopped = True
         return self._stopped
+
+
+def call_ids(run_id: int) -> tuple[int, int]:
+    ids = JudgeCall.objects.filter(run_id=run_id).aggregate(first=Min("id"), last=Max("id"))
+    return ids["first"] or 0, ids["last"] or 0
 
 
 def cache_key(*, project_id: int, credential: str, base_url: str, request: dict[str, Any]) -> str:

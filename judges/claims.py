@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 CLAIMER_THREADS = 4
 
 _claimer = ThreadPoolExecutor(max_workers=CLAIMER_THREADS, thread_name_prefix="judge-claim")
+# Calls a lane claims with one statement while many are left (a fraction of the CPU of one per statement:
+# the statement, its round trip and the hand-off to the claimer thread are shared).
+CLAIM_BATCH = 4
 
 # A lane renews nothing per call: a claim lasts LaneContext.lease_seconds from `claimed_at`, longer
 # than a call with all its retries can take. CLAIM_SQL below is the same claim in one statement.
@@ -56,69 +59,99 @@ class Claim:
 CLAIM_SQL = """
 WITH claimed AS (
     UPDATE {calls} SET status = 'claimed', claim_token = %s, claimed_at = %s
-    WHERE id = (
+    WHERE id IN (
         SELECT id FROM {calls} WHERE run_id = %s AND status = %s {stale}
-        ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED
+        ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED
     ) RETURNING id, item_id, sample, swapped, attempts
 )
 SELECT claimed.id, claimed.sample, claimed.swapped, claimed.attempts, item.id, item.external_id,
        item.context::text, item.response::text, item.baseline::text, item.metadata::text
-FROM claimed JOIN {items} item ON item.id = claimed.item_id
+FROM claimed JOIN {items} item ON item.id = claimed.item_id ORDER BY claimed.id
 """
 
 
 def claim_next_call(ctx: LaneContext) -> tuple[JudgeCall, uuid.UUID] | None:
-    """Take the next pending call (or one whose claim outlived its lease) for this lane.
+    """Take the next pending call (or one whose claim outlived its lease) for this lane."""
+    claimed = claim_next_calls(ctx, 1)
+    return claimed[0] if claimed else None
+
+
+def claim_next_calls(ctx: LaneContext, count: int) -> list[tuple[JudgeCall, uuid.UUID]]:
+    """Take the next pending calls (or ones whose claim outlived its lease), at most `count`, in id order.
 
     The claim is one conditional UPDATE: on PostgreSQL a single statement with SKIP LOCKED that also
-    returns the item, so lanes never wait for each other; elsewhere a select then an update that checks
-    the row count.
+    returns the items, so lanes never wait for each other; elsewhere a select then an update that checks
+    the row count, one call at a time.
     """
     stale = leases.expiry_cutoff(ctx.lease_seconds)
     for status, stale_before in ((JudgeCall.Status.PENDING, None), (JudgeCall.Status.CLAIMED, stale)):
         if db.claims_in_one_statement():
-            claimed = _claim_postgresql(ctx.run_id, status, stale_before)
+            claimed = _claim_postgresql(ctx.run_id, status, stale_before, count)
         else:
             found = _claim_portable(ctx.run_id, ctx.lease_seconds, expired=stale_before is not None)
-            claimed = found and (JudgeCall.objects.select_related("item").get(pk=found[0]), found[1])
+            claimed = [(JudgeCall.objects.select_related("item").get(pk=found[0]), found[1])] if found else []
         if claimed:
             return claimed
-    return None
+    return []
 
 
 class ClaimAhead:
-    """Claims a lane's next call while its current request is in flight, so no lane waits for the
-    database between two requests. Inside a transaction (tests) it claims inline instead, since rows
-    made there are invisible to other connections."""
+    """Claims a lane's next calls while its current request is in flight, so no lane waits for the
+    database between two requests: CLAIM_BATCH at a time while many are left, one at a time near the
+    run's end, so that no lane holds calls back while the others run out. Inside a transaction (tests)
+    it claims inline instead, since rows made there are invisible to other connections."""
 
     def __init__(self, ctx: LaneContext) -> None:
         self.ctx = ctx
-        self.future: Future[tuple[JudgeCall, uuid.UUID] | None] | None = None
+        self.claimed: list[Claim] = []  # claimed, not handed out yet (id order)
+        self.future: Future[list[tuple[JudgeCall, uuid.UUID]]] | None = None
+        self.last_id = ctx.call_ids[0] - 1
 
     def next(self) -> Claim | None:
-        if self.future is None:
-            claimed = claim_next_call(self.ctx)
-        else:
+        if not self.claimed:
+            if self.future is None:
+                self.claim_now()
+            assert self.future is not None
             future, self.future = self.future, None
-            claimed = future.result()
-        return Claim(*claimed) if claimed else None
+            self.claimed = [Claim(call, token) for call, token in future.result()]
+        return self.claimed.pop(0) if self.claimed else None
+
+    def count(self) -> int:
+        """CLAIM_BATCH while the calls after the last one claimed (the run's call ids are consecutive,
+        claimed in order: an estimate) would keep every lane busy for a few batches; else 1."""
+        left = self.ctx.call_ids[1] - self.last_id
+        return CLAIM_BATCH if left > 2 * CLAIM_BATCH * self.ctx.params.concurrency else 1
 
     def prefetch(self) -> None:
-        """Claim the next call in the background, unless one is being claimed already (the lane sent a
-        call waiting for its retry instead of the one claimed ahead)."""
-        if self.future is None and db.helper_threads_see_our_writes():
-            self.future = _claimer.submit(_claim_in_thread, self.ctx)
+        """Claim the next calls in the background once none is left in hand, unless they are being
+        claimed already (the lane sent a call waiting for its retry instead of the one claimed ahead)."""
+        if not self.claimed and self.future is None and db.helper_threads_see_our_writes():
+            self.future = _claimer.submit(_claim_in_thread, self.ctx, self.count())
+            self.future.add_done_callback(self._note_last)
+
+    def claim_now(self) -> None:
+        """Claim the lane's next calls here and now, for `next` to hand out."""
+        self.future = Future()
+        self.future.set_result(claim_next_calls(self.ctx, self.count()))
+        self._note_last(self.future)
+
+    def _note_last(self, future: Future[list[tuple[JudgeCall, uuid.UUID]]]) -> None:
+        if not future.exception() and (claimed := future.result()):
+            self.last_id = claimed[-1][0].pk
 
     def release(self) -> None:
-        """Give back a claim taken ahead that the lane will not use."""
-        claimed = self.next() if self.future is not None else None
-        if claimed is not None:
-            claimed.release()
+        """Give back the calls claimed ahead that the lane will not use."""
+        if self.future is not None:
+            self.claimed += [Claim(call, token) for call, token in self.future.result()]
+            self.future = None
+        for claim in self.claimed:
+            claim.release()
+        self.claimed.clear()
 
 
-def _claim_in_thread(ctx: LaneContext) -> tuple[JudgeCall, uuid.UUID] | None:
+def _claim_in_thread(ctx: LaneContext, count: int) -> list[tuple[JudgeCall, uuid.UUID]]:
     close_old_connections()
-    return claim_next_call(ctx)
+    return claim_next_calls(ctx, count)
 
 
 def release_claim(call: JudgeCall, token: uuid.UUID) -> None:
@@ -131,8 +164,8 @@ def release_claim(call: JudgeCall, token: uuid.UUID) -> None:
 
 
 def _claim_postgresql(
-    run_id: int, status: str, stale_before: datetime | None
-) -> tuple[JudgeCall, uuid.UUID] | None:
+    run_id: int, status: str, stale_before: datetime | None, count: int
+) -> list[tuple[JudgeCall, uuid.UUID]]:
     token = uuid.uuid4()
     sql = CLAIM_SQL.format(
         calls=JudgeCall._meta.db_table,
@@ -141,10 +174,13 @@ def _claim_postgresql(
     )
     params: list[Any] = [token, timezone.now(), run_id, status] + ([stale_before] if stale_before else [])
     with connection.cursor() as cursor:  # one statement: atomic by itself
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
-    if row is None:
-        return None
+        cursor.execute(sql, [*params, count])
+        rows = cursor.fetchall()
+    return [(_claimed_call(row, run_id, token), token) for row in rows]
+
+
+def _claimed_call(row: tuple[Any, ...], run_id: int, token: uuid.UUID) -> JudgeCall:
+    """The call and its item from a row of CLAIM_SQL."""
     call_id, sample, swapped, attempts, item_id, external_id, *documents = row
     context, response, baseline, metadata = (json.loads(text) if text else None for text in documents)
     item = loaded(
@@ -168,7 +204,7 @@ def _claim_postgresql(
         claim_token=token,
     )
     CALL_ITEM.set_cached_value(call, item)
-    return call, token
+    return call
 
 
 def loaded[M: Model](model: type[M], **columns: Any) -> M:

@@ -89,3 +89,32 @@ def test_percent_signs_and_underscores_in_a_query_are_plain_characters(browse):
     assert found("100% sure") == {"d-0"}
     assert found("snake_case words") == {"d-2"}
     assert found("100 p") == {"d-1"}
+
+
+@pytest.mark.django_db
+def test_long_dialogs_are_found_and_shown_with_their_dialog_kept_out_of_the_row(browse, researcher_client):
+    rng = random.Random(3)
+    words = [f"w{n}" for n in range(400)]
+
+    def turn() -> str:
+        return " ".join(rng.choices(words, k=90))
+
+    texts = [f"{turn()} needle in a haystack {turn()}" if n % 2 else turn() for n in range(6)]
+    found = browse(texts)
+    assert found("needle in a hay") == {"d-1", "d-3", "d-5"}
+    assert found(texts[4][:40]) == {"d-4"}
+    if connection.vendor == "postgresql":
+        # Rows of over 2 KB: the dialog's JSON went to the TOAST table (here the long response, one value per
+        # item), the search columns stayed in the row: uncompressed, or with lz4 where still too long.
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT reltoastrelid::regclass FROM pg_class WHERE relname = 'datasets_item'")
+            (toast,) = cursor.fetchone()  # pg_toast.pg_toast_<oid>
+            cursor.execute(f"SELECT count(DISTINCT chunk_id) FROM {toast}")
+            assert cursor.fetchone() == (6,)
+            cursor.execute(
+                "SELECT external_id, pg_column_compression(search_text), pg_column_compression(search_words) "
+                "FROM datasets_item ORDER BY position"
+            )
+            compressed = cursor.fetchall()
+        assert compressed[::2] == [(f"d-{n}", None, None) for n in (0, 2, 4)]
+        assert {row[1:] for row in compressed[1::2]} <= {(None, None), ("lz4", None), ("lz4", "lz4")}

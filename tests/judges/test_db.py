@@ -9,7 +9,7 @@ from django.utils import timezone
 from evaluations.models import Rating
 from judges import client, db, services
 from judges.calls import LaneContext, done_fields
-from judges.claims import claim_next_call, release_claim
+from judges.claims import ClaimAhead, claim_next_call, release_claim
 from judges.finishing import Finish, store_finishes
 from judges.models import JudgeCall
 from tests.judges.conftest import make_judge
@@ -58,6 +58,45 @@ def test_only_claims_older_than_the_lease_are_taken_over(run):
     taken = claim_next_call(ctx)
     assert taken is not None and taken[0].pk == stale_call.pk
     assert JudgeCall.objects.get(pk=stale_call.pk).claim_token == taken[1]
+
+
+@pytest.fixture
+def eight_calls(project, fake_llm, monkeypatch):
+    """A run of 8 calls, one lane, claimed 2 at a time while more than 2 x 2 x 1 are left after them."""
+    monkeypatch.setattr("judges.claims.CLAIM_BATCH", 2, raising=False)
+    version, evaluation = setup_evaluation(project, items=8)
+    run = services.launch_run(
+        judge=make_judge(project, fake_llm), evaluation=evaluation, rubric_version=version
+    )
+    return LaneContext.load(run)
+
+
+def claimed_calls(ctx: LaneContext) -> int:
+    return JudgeCall.objects.filter(run_id=ctx.run_id, status=JudgeCall.Status.CLAIMED).count()
+
+
+def test_a_lane_claims_several_calls_a_statement_while_many_are_left_then_one_at_a_time(eight_calls):
+    ahead = ClaimAhead(eight_calls)
+    handed_out, claimed = [], []
+    while (claim := ahead.next()) is not None:
+        handed_out.append(claim.call.item.external_id)
+        claimed.append(claimed_calls(eight_calls))
+    assert handed_out == [f"d-{n}" for n in range(8)]  # each once, in order, with its item
+    if db.claims_in_one_statement():
+        assert claimed == [2, 2, 4, 4, 5, 6, 7, 8]  # the last 4 one at a time
+    else:
+        assert claimed == [1, 2, 3, 4, 5, 6, 7, 8]
+
+
+def test_calls_claimed_ahead_and_not_handed_out_are_given_back(eight_calls):
+    ahead = ClaimAhead(eight_calls)
+    first = ahead.next()
+    assert first is not None
+    ahead.release()
+    assert claimed_calls(eight_calls) == 1
+    assert JudgeCall.objects.get(status=JudgeCall.Status.CLAIMED).claim_token == first.token
+    again = ClaimAhead(eight_calls).next()
+    assert again is not None and again.call.item.external_id == "d-1"
 
 
 def test_a_batch_of_done_calls_is_stored_as_sent_with_ratings_only_where_the_claim_held(run):
