@@ -127,8 +127,7 @@ class Context:
     @cached_property
     def rated_rows(self) -> list[np.ndarray]:
         """For each rater (column), the rows (items) it rated, in order."""
-        present = np.isfinite(self.matrix.values)
-        return [np.nonzero(present[:, col])[0] for col in range(present.shape[1])]
+        return [np.flatnonzero(rated) for rated in self.rated_by_column]
 
     @cached_property
     def rated_by_column(self) -> np.ndarray:

@@ -110,10 +110,13 @@ class ClaimAhead:
     def next(self) -> Claim | None:
         if not self.claimed:
             if self.future is None:
-                self.claim_now()
-            assert self.future is not None
-            future, self.future = self.future, None
-            self.claimed = [Claim(call, token) for call, token in future.result()]
+                claimed = claim_next_calls(self.ctx, self.count())
+            else:
+                future, self.future = self.future, None
+                claimed = future.result()
+            self.claimed = [Claim(call, token) for call, token in claimed]
+            if claimed:
+                self.last_id = claimed[-1][0].pk
         return self.claimed.pop(0) if self.claimed else None
 
     def count(self) -> int:
@@ -127,17 +130,6 @@ class ClaimAhead:
         claimed already (the lane sent a call waiting for its retry instead of the one claimed ahead)."""
         if not self.claimed and self.future is None and db.helper_threads_see_our_writes():
             self.future = _claimer.submit(_claim_in_thread, self.ctx, self.count())
-            self.future.add_done_callback(self._note_last)
-
-    def claim_now(self) -> None:
-        """Claim the lane's next calls here and now, for `next` to hand out."""
-        self.future = Future()
-        self.future.set_result(claim_next_calls(self.ctx, self.count()))
-        self._note_last(self.future)
-
-    def _note_last(self, future: Future[list[tuple[JudgeCall, uuid.UUID]]]) -> None:
-        if not future.exception() and (claimed := future.result()):
-            self.last_id = claimed[-1][0].pk
 
     def release(self) -> None:
         """Give back the calls claimed ahead that the lane will not use."""
