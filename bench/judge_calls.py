@@ -7,7 +7,9 @@ Starts its own pieces and stops them at the end: a redis-server on 127.0.0.1:847
 database of its own (bench_concord_judges, recreated each time). Prints for each scenario the wall time
 from launch to the run's end, its ratio to the limit (calls x latency / concurrency) and to the run's own
 floor (every request sent, retries too, x latency / concurrency), the worker's CPU time per call (and the
-simulated model's per request), and checks every call was done exactly once (rows counted). The worker
+simulated model's per request), a timeline (seconds from the launch until the launch returned, the first,
+33rd and last call was done and the run was), and checks every call was done exactly once (rows counted).
+`--only clean|faults|rate-limit` (repeatable) runs those scenarios alone. The worker
 runs with DEBUG off, as in production (BENCH_DEBUG=true: on, the settings' default).
 """
 
@@ -20,6 +22,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 # Overridable, so two people benchmarking on one machine do not share ports or the database.
@@ -126,6 +129,7 @@ def scenario(
     **judge_fields,
 ) -> dict:
     import psutil
+    from django.utils import timezone
 
     from evaluations.models import Rating
     from judges import services
@@ -147,8 +151,9 @@ def scenario(
     times_before = [process.cpu_times() for process in processes]
     fake_process = psutil.Process(fake.pid)
     fake_before = fake_process.cpu_times()
-    started = time.monotonic()
+    started, started_at = time.monotonic(), timezone.now()
     run = services.launch_run(judge=judge, evaluation=evaluation, rubric_version=version)
+    launched = time.monotonic() - started
     deadline = started + 10 * limit + 60
     while time.monotonic() < deadline:
         time.sleep(0.05)
@@ -185,6 +190,14 @@ def scenario(
         "ratio_to_own_floor": round(wall / floor, 3),
         "fake_server_cpu_ms_per_request": round(1000 * fake_cpu / max(attempts, 1), 2),
     }
+    # Where the wall time goes: seconds from the launch to each point.
+    finished = sorted(at for at in calls.values_list("finished_at", flat=True) if at is not None)
+    run.refresh_from_db(fields=["finished"])
+    points = {"first_done": finished[0], "33rd_done": finished[min(32, len(finished) - 1)]}
+    points |= {"last_done": finished[-1], "run_done": run.finished or finished[-1]}
+    result["timeline_s"] = f"launched:{launched:.2f}," + ",".join(
+        f"{name}:{(moment - started_at).total_seconds():.2f}" for name, moment in points.items()
+    )
     result["exactly_once"] = (
         result["done"] == result["distinct_calls"] == result["ratings"] == run.total_calls
     )
@@ -201,6 +214,9 @@ def main() -> int:
         "--threads", type=int, default=48, help="Threads per worker (all together >= concurrency)."
     )
     parser.add_argument("--fail-rate", type=float, default=0.1)
+    parser.add_argument(
+        "--only", choices=["clean", "faults", "rate-limit"], action="append", help="Run only these scenarios."
+    )
     args = parser.parse_args()
 
     load_before = " ".join(f"{value:.1f}" for value in os.getloadavg())
@@ -286,19 +302,21 @@ def main() -> int:
             "concurrency": args.concurrency,
             "limit": limit,
         }
-        results = [
-            scenario("clean", model="fake-judge", **common),
-            scenario(
+        scenarios: dict[str, tuple[str, dict[str, Any]]] = {
+            "clean": ("clean", {"model": "fake-judge"}),
+            "faults": (
                 "10% transient failures (429 with Retry-After 0.2 s, 500)",
-                model=f"fake-judge?fault=429,500&fail_rate={args.fail_rate}",
-                **common,
+                {"model": f"fake-judge?fault=429,500&fail_rate={args.fail_rate}"},
             ),
-            scenario(
+            "rate-limit": (
                 "clean, with a Redis rate limit in the path (600k requests/min)",
-                model="fake-judge",
-                requests_per_minute=600_000,
-                **common,
+                {"model": "fake-judge", "requests_per_minute": 600_000},
             ),
+        }
+        results = [
+            scenario(label, **fields, **common)
+            for name, (label, fields) in scenarios.items()
+            if not args.only or name in args.only
         ]
     finally:
         for process in (*workers, fake, redis):

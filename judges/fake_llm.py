@@ -155,7 +155,8 @@ class FakeLLM:
                 if request is None:
                     break
                 method, path, headers, body = request
-                status, extra_headers, payload = await self._route(method, path, headers, body)
+                arrived = asyncio.get_running_loop().time()
+                status, extra_headers, payload = await self._route(method, path, headers, body, arrived)
                 _write_response(writer, status, extra_headers, payload)
                 await writer.drain()
                 if headers.get("connection", "").lower() == "close":
@@ -165,7 +166,9 @@ class FakeLLM:
         finally:
             writer.close()
 
-    async def _route(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Answer:
+    async def _route(
+        self, method: str, path: str, headers: dict[str, str], body: bytes, arrived: float
+    ) -> Answer:
         self.stats.requests += 1
         profile = PROFILES[self.config.profile]
         path, _, query = path.partition("?")
@@ -180,11 +183,11 @@ class FakeLLM:
             if method == "GET" and path == "/openai/models":
                 return 200, {}, _model_list()
             if method == "POST" and deployment:
-                return await self._completions(headers, body, deployment=deployment.group(1))
+                return await self._completions(headers, body, deployment=deployment.group(1), arrived=arrived)
         elif method == "GET" and path == "/v1/models":
             return 200, {}, _model_list()
         elif method == "POST" and path == "/v1/chat/completions":
-            return await self._completions(headers, body)
+            return await self._completions(headers, body, arrived=arrived)
         elif profile.batch and (handled := await self.batches.route(method, path, headers, body, query)):
             return handled
         message = f"Unknown path {method} {path}."
@@ -205,8 +208,18 @@ class FakeLLM:
         return 401, {}, error_body(profile, 401, message, "invalid_request_error", "invalid_api_key")
 
     async def _completions(
-        self, headers: dict[str, str], body: bytes, *, deployment: str | None = None
+        self,
+        headers: dict[str, str],
+        body: bytes,
+        *,
+        deployment: str | None = None,
+        arrived: float | None = None,
     ) -> Answer:
+        """A chat completion (or its fault) `latency_ms` after the request arrived (`arrived`, the loop's
+        clock; default now): the answer is made first and the wait is what is left of the latency, so the
+        simulated model's own work does not add to it."""
+        loop = asyncio.get_running_loop()
+        arrived = loop.time() if arrived is None else arrived
         try:
             request = json.loads(body)
             model = str(request["model"])
@@ -233,26 +246,34 @@ class FakeLLM:
             fault = self._fault_for(body, config)
             if fault:
                 self.stats.faults[fault] += 1
-            await asyncio.sleep(config.timeout_sleep if fault == "timeout" else config.latency_ms / 1000)
-            if fault == "429":
-                headers_out = {
-                    "Retry-After": _seconds(config.retry_after),
-                    "retry-after-ms": str(int(config.retry_after * 1000)),
-                }
-                return (
-                    429,
-                    headers_out,
-                    _error("Rate limit reached (simulated).", "requests", "rate_limit_exceeded"),
-                )
-            if fault == "500":
-                return 500, {}, _error("The server had an error (simulated).", "server_error", None)
-            if fault == "malformed":
-                return 200, {}, b'{"id": "chatcmpl-broken", "choices": [{"message": '
-            self.stats.completions += 1
-            answer = completion(request, base_model=base_model, fault=fault, logprobs=config.logprobs)
-            return 200, {}, spend_reasoning(profile, request, answer)
+            answer = self._answer(profile, request, base_model, config, fault)
+            wait = config.timeout_sleep if fault == "timeout" else config.latency_ms / 1000
+            await asyncio.sleep(max(0.0, arrived + wait - loop.time()))
+            if answer[0] == 200 and fault != "malformed":
+                self.stats.completions += 1
+            return answer
         finally:
             self.stats.in_flight -= 1
+
+    def _answer(
+        self, profile: Profile, request: dict, base_model: str, config: FakeConfig, fault: str | None
+    ) -> Answer:
+        if fault == "429":
+            headers_out = {
+                "Retry-After": _seconds(config.retry_after),
+                "retry-after-ms": str(int(config.retry_after * 1000)),
+            }
+            return (
+                429,
+                headers_out,
+                _error("Rate limit reached (simulated).", "requests", "rate_limit_exceeded"),
+            )
+        if fault == "500":
+            return 500, {}, _error("The server had an error (simulated).", "server_error", None)
+        if fault == "malformed":
+            return 200, {}, b'{"id": "chatcmpl-broken", "choices": [{"message": '
+        answer = completion(request, base_model=base_model, fault=fault, logprobs=config.logprobs)
+        return 200, {}, spend_reasoning(profile, request, answer)
 
     def _request_config(self, model: str, headers: dict[str, str]) -> tuple[str, FakeConfig]:
         base_model, _, query = model.partition("?")
