@@ -3,9 +3,8 @@
 from operator import itemgetter
 
 import numpy as np
-from django.contrib.postgres.aggregates import ArrayAgg
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import Aggregate, BinaryField, QuerySet
 
 from evaluations.models import Rating
 
@@ -22,23 +21,43 @@ def read_ratings(ratings: QuerySet[Rating]) -> RatingArrays:
 
 
 def read_grouped(ratings: QuerySet[Rating]) -> RatingArrays:
-    """PostgreSQL: one row per distinct (value, parse_failed) with the item and rater ids as arrays.
+    """PostgreSQL: one row per distinct (value, parse_failed) with the item and rater ids packed as bytes.
 
-    A rubric has a handful of distinct values, so this moves a few arrays instead of one Python
-    tuple per rating: the same ratings, read in about half the time.
+    A rubric has a handful of distinct values, so this moves a few byte strings instead of one Python
+    tuple per rating (or one Python int per id, as arrays of ids would): the same ratings, read in about
+    0.6 of the time of plain rows.
     """
     groups = list(
         ratings.values_list("value", "parse_failed")
-        .annotate(items=ArrayAgg("item_id"), raters=ArrayAgg("rater_id"))
+        .annotate(items=PackedIds("item_id"), raters=PackedIds("rater_id"))
         .order_by()
     )
-    sizes = [len(group[2]) for group in groups]
+    items = [unpack_ids(group[2]) for group in groups]
+    raters = [unpack_ids(group[3]) for group in groups]
+    sizes = [ids.shape[0] for ids in items]
     empty = np.zeros(0, dtype=np.int64)
-    item_ids = np.concatenate([np.array(g[2], dtype=np.int64) for g in groups]) if groups else empty
-    rater_ids = np.concatenate([np.array(g[3], dtype=np.int64) for g in groups]) if groups else empty
     text_codes = np.repeat(np.arange(len(groups), dtype=np.int64), sizes)
     failed = np.repeat(np.array([bool(g[1]) for g in groups], dtype=bool), sizes)
-    return item_ids, rater_ids, [g[0] for g in groups], text_codes, failed
+    return (
+        np.concatenate(items) if groups else empty,
+        np.concatenate(raters) if groups else empty,
+        [g[0] for g in groups],
+        text_codes,
+        failed,
+    )
+
+
+class PackedIds(Aggregate):
+    """PostgreSQL: a group's ids as one bytea of 8-byte big-endian integers (`int8send`), in no set order."""
+
+    function = "string_agg"
+    template = "string_agg(int8send(%(expressions)s), ''::bytea)"
+    output_field = BinaryField()
+
+
+def unpack_ids(packed: bytes | memoryview | None) -> np.ndarray:
+    """The ids `PackedIds` packed, as int64."""
+    return np.frombuffer(packed or b"", dtype=">i8").astype(np.int64)
 
 
 def _read_rows(ratings: QuerySet[Rating]) -> RatingArrays:
