@@ -19,6 +19,7 @@ from agreement.tables import (
     pairs_of_columns,
     people_pair_tables,
     people_pairs,
+    pooled_agreement,
     row_means,
     shares_people_tables,
     two_raters,
@@ -222,10 +223,6 @@ class _HeadlineRows:
     majority_cell: np.ndarray  # (model, people's majority or rounded mean) confusion cell, -1 without one
     comparable: np.ndarray  # two or more people rated the row (bool)
     incomparable: np.ndarray  # the other rows
-    # Per row, side by side so that one product reads the weights once: people who gave the model's
-    # code, people who rated, the same two without ties, then on comparable rows only: the first two
-    # and the people's agreeing pairs and pairs of ratings.
-    sums: np.ndarray
 
 
 def _headline_rows(ctx: Context, unique: np.ndarray) -> _HeadlineRows:
@@ -243,33 +240,13 @@ def _headline_rows(ctx: Context, unique: np.ndarray) -> _HeadlineRows:
         _, ref_code = human_reference(
             ctx, list(range(k)), rows=np.where(human_codes >= 0, human_codes, np.nan)
         )
-    valid = human_codes >= 0
-    same = human_codes == model_code[:, None]
-    tie = -2 if ctx.tie is None else ctx.tie  # no code is -2: without a tie label nothing is dropped
-    no_tie = valid & (human_codes != tie) & (model_code[:, None] != tie)
     ok = (ref_code >= 0) & (model_code >= 0)
     comparable = unique[:, -1] == 1
-    agree, rated = (same & valid).sum(axis=1), valid.sum(axis=1)
-    pairs = st.pair_agreement_columns(st.category_counts(human_codes, ctx.levels))
-    sums = np.column_stack(
-        [
-            agree,
-            rated,
-            (same & no_tie).sum(axis=1),
-            no_tie.sum(axis=1),
-            agree,
-            rated,
-            pairs[:, 0],
-            pairs[:, 1],
-        ]
-    ).astype(np.float64)
-    sums[~comparable, 4:] = 0.0
     rows = _HeadlineRows(
         codes=np.concatenate([human_codes, model_code[:, None]], axis=1),
         majority_cell=np.where(ok, model_code * ctx.levels + ref_code, -1),
         comparable=comparable,
         incomparable=~comparable,
-        sums=sums,
     )
     ctx.plans[key] = (unique, rows)
     return rows
@@ -293,13 +270,9 @@ def _headline_figures(
         results["maj:agreement_without_ties"] = st._divide(
             np.trace(kept, axis1=1, axis2=2), kept.sum(axis=(1, 2))
         )
-    sums = st._wsum(w, rows.sums)
-    results["each:percent_agreement"] = st._divide(sums[:, 0], sums[:, 1])
-    if ctx.tie is not None:
-        results["each:agreement_with_ties"] = results["each:percent_agreement"]
-        results["each:agreement_without_ties"] = st._divide(sums[:, 2], sums[:, 3])
     # The verdict compares, on items with two or more people, the model against each person with
-    # the people against each other; each:cohen_kappa adds the items with one person.
+    # the people against each other; the "each" figures add the items with one person. Every figure
+    # comes from the pairs' tables: percent agreement is their diagonal over their total.
     all_pairs = [(h, k) for h in range(k)]
     # Outside the shared resamples, the people's pairs on the same rows in the same product: the weights
     # are read once for both.
@@ -307,31 +280,36 @@ def _headline_figures(
     people = [] if shared else people_pairs(ctx)
     tables = pair_tables(ctx, rows.codes, w, all_pairs + people, anchor=unique, only=rows.comparable)
     model_tables = tables[:, :, :k]
+    people_tables = _shared_people_tables(ctx, left_out) if shared else tables[:, :, k:]
     results["verdict:kappa_model"] = mean_kappa(ctx, model_tables)
+    results["verdict:pa_model"] = pooled_agreement(model_tables)
     if rows.incomparable.any():
         model_tables = model_tables + pair_tables(
             ctx, rows.codes, w, all_pairs, anchor=unique, only=rows.incomparable
         )
     results["each:cohen_kappa"] = mean_kappa(ctx, model_tables)
-    results["verdict:kappa_humans"] = (
-        _shared_people_kappa(ctx, left_out) if shared else mean_kappa(ctx, tables[:, :, k:])
-    )
-    results["verdict:pa_model"] = st._divide(sums[:, 4], sums[:, 5])
-    results["verdict:pa_humans"] = st._divide(sums[:, 6], sums[:, 7])
+    results["each:percent_agreement"] = pooled_agreement(model_tables)
+    if ctx.tie is not None:
+        results["each:agreement_with_ties"] = results["each:percent_agreement"]
+        results["each:agreement_without_ties"] = pooled_agreement(
+            np.delete(np.delete(model_tables, ctx.tie, axis=0), ctx.tie, axis=1)
+        )
+    results["verdict:kappa_humans"] = mean_kappa(ctx, people_tables)
+    results["verdict:pa_humans"] = pooled_agreement(people_tables)
     results["verdict:kappa_diff"] = results["verdict:kappa_model"] - results["verdict:kappa_humans"]
     results["verdict:pa_diff"] = results["verdict:pa_model"] - results["verdict:pa_humans"]
     return np.stack([results[name] for name in names], axis=1)
 
 
-def _shared_people_kappa(ctx: Context, left_out: np.ndarray) -> np.ndarray:
-    """The people's mean pair kappa on the comparable rows inside the shared resamples: the tables over
+def _shared_people_tables(ctx: Context, left_out: np.ndarray) -> np.ndarray:
+    """The people's pair tables on the comparable rows inside the shared resamples: the tables over
     every item less those of the items the model left out."""
     tables = people_pair_tables(ctx)
     if left_out.shape[0]:
         codes = ctx.matrix.codes[np.ix_(left_out, ctx.human_cols)]
         weights = ctx.resampler.weights(left_out)
         tables = tables - pair_tables(ctx, codes, weights, people_pairs(ctx), anchor=left_out)
-    return mean_kappa(ctx, tables)
+    return tables
 
 
 def _verdict_undefined(why: str) -> dict:

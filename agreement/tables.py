@@ -214,6 +214,13 @@ def mean_kappa(ctx: Context, tables: np.ndarray) -> np.ndarray:
     return st._divide(np.where(ok, kappa * items, 0.0).sum(axis=0), np.where(ok, items, 0.0).sum(axis=0))
 
 
+def pooled_agreement(tables: np.ndarray) -> np.ndarray:
+    """(B,) share of agreeing pairs of ratings over every pair's (L, L, pairs, B) table: their diagonals
+    over their totals (NaN without pairs)."""
+    agreeing = np.trace(tables, axis1=0, axis2=1).sum(axis=0)
+    return st._divide(agreeing, tables.sum(axis=(0, 1, 2)))
+
+
 def people_pair_tables(ctx: Context) -> np.ndarray:
     """(L, L, pairs of people, B) tables over every item in the current chunk of the shared resamples.
 
