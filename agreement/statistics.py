@@ -256,27 +256,28 @@ def w_pearson(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
     return np.where(den > 1e-12 * scale, np.clip(r, -1.0, 1.0), np.nan)
 
 
-def _w_midranks(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """(B, P) midranks of x under each weighting (ties share the mean of their ranks)."""
+def _w_level_ranks(x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(each row's level, (B, L) weight of each level, (B, L) midrank of each level minus the weighted
+    mean rank) of x's distinct values under each weighting (ties share the mean of their ranks)."""
     levels, index = np.unique(x, return_inverse=True)
     per_level = grouped_sums(w, index, levels.shape[0])
-    cum = np.cumsum(per_level, axis=1)
-    midrank = cum - (per_level - 1.0) / 2.0
-    return midrank[:, index]
+    midrank = np.cumsum(per_level, axis=1) - (per_level - 1.0) / 2.0
+    mean = _divide((per_level * midrank).sum(axis=1), per_level.sum(axis=1))
+    return index, per_level, midrank - mean[:, None]
 
 
 def w_spearman(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Spearman's rho: Pearson's r of the midranks, ranks taken under each weighting."""
+    """Spearman's rho: Pearson's r of the midranks, ranks taken under each weighting. The ranks' spreads
+    come from the (B, L) sums of each distinct value; only their co-movement needs every row."""
     both = np.isfinite(x) & np.isfinite(y)
-    x, y, w = x[both], y[both], w[:, both]
+    if not both.all():
+        x, y, w = x[both], y[both], w[:, both]
     if x.shape[0] == 0:
         return np.full(w.shape[0], np.nan)
-    rx, ry = _w_midranks(x, w), _w_midranks(y, w)
-    count = w.sum(axis=1)
-    mx, my = _divide((w * rx).sum(axis=1), count), _divide((w * ry).sum(axis=1), count)
-    dx, dy = rx - mx[:, None], ry - my[:, None]
-    cov = (w * dx * dy).sum(axis=1)
-    den = np.sqrt((w * dx * dx).sum(axis=1) * (w * dy * dy).sum(axis=1))
+    ix, wx, dx = _w_level_ranks(x, w)
+    iy, wy, dy = _w_level_ranks(y, w)
+    cov = (w * np.take(dx, ix, axis=1) * np.take(dy, iy, axis=1)).sum(axis=1)
+    den = np.sqrt((wx * dx * dx).sum(axis=1) * (wy * dy * dy).sum(axis=1))
     with np.errstate(divide="ignore", invalid="ignore"):
         r = cov / den
     return np.where(den > 1e-9, np.clip(r, -1.0, 1.0), np.nan)
