@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import itertools
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, wraps
 
 import numpy as np
 from scipy import sparse
@@ -81,6 +83,22 @@ def distribution(codes: np.ndarray, levels: int) -> list[int]:
     return np.bincount(flat, minlength=levels).astype(int).tolist() if levels else []
 
 
+def computed_once[T](method: Callable[[Context], T]) -> cached_property[T]:
+    """A cached_property that the report's threads compute once: the first to ask works it out while the
+    others wait for it (functools.cached_property has no lock since Python 3.12: two threads asking
+    together each computed it, and each kept its own copy, e.g. of the shared resamples)."""
+    name = method.__name__
+
+    @wraps(method)
+    def compute(self: Context) -> T:
+        with self.locks.setdefault(name, threading.Lock()):
+            if name not in self.__dict__:  # the thread that held the lock stored it
+                self.__dict__[name] = method(self)
+            return self.__dict__[name]
+
+    return cached_property(compute)
+
+
 @dataclass
 class Context:
     data: RubricRatings
@@ -89,6 +107,7 @@ class Context:
     resamples: int
     seed: int
     plans: dict = field(default_factory=dict)
+    locks: dict[str, threading.Lock] = field(default_factory=dict, repr=False)
 
     @property
     def levels(self) -> int:
@@ -111,36 +130,36 @@ class Context:
     def numbers(self, value_codes: np.ndarray) -> np.ndarray:
         return decode_values(value_codes, self.value_levels)
 
-    @cached_property
+    @computed_once
     def reference(self) -> tuple[np.ndarray, np.ndarray]:
         """The people's majority (or mean) on each item and its category code, shared by every model."""
         return human_reference(self, self.human_cols)
 
-    @cached_property
+    @computed_once
     def value_levels(self) -> np.ndarray:
         return self.matrix.levels
 
-    @cached_property
+    @computed_once
     def human_codes(self) -> np.ndarray:
         return self.matrix.codes[:, self.human_cols]
 
-    @cached_property
+    @computed_once
     def rated_rows(self) -> list[np.ndarray]:
         """For each rater (column), the rows (items) it rated, in order."""
         return [np.flatnonzero(rated) for rated in self.rated_by_column]
 
-    @cached_property
+    @computed_once
     def rated_by_column(self) -> np.ndarray:
         """(columns, items) bool: whether each rater rated each item, one contiguous row per rater."""
         return np.ascontiguousarray(np.isfinite(self.matrix.values).T)
 
-    @cached_property
+    @computed_once
     def by_column(self) -> tuple[np.ndarray, np.ndarray]:
         """The matrix's codes and value codes, (columns, items): gathering many items of one column
         reads them nearly in order (from the (items, columns) matrix, one cache line per rating)."""
         return np.ascontiguousarray(self.matrix.codes.T), np.ascontiguousarray(self.matrix.value_codes.T)
 
-    @cached_property
+    @computed_once
     def values_given(self) -> np.ndarray:
         """(columns, value levels) bool: which of the distinct values each rater (column) gave."""
         codes = self.matrix.value_codes
@@ -149,7 +168,7 @@ class Context:
             out[col, codes[rows, col]] = True
         return out
 
-    @cached_property
+    @computed_once
     def resampler(self) -> bs.ItemResamples:
         """The bootstrap weights of the matrix's items, shared by every figure group drawn by items."""
         return bs.ItemResamples(items=self.matrix.values.shape[0], resamples=self.resamples, seed=self.seed)

@@ -330,3 +330,30 @@ def test_every_pairs_figures_from_one_stack_of_tables_are_those_of_each_pair_alo
     assert constant["cohen_kappa"] == pytest.approx(0.0)  # one side constant: no better than chance
     if kind == "likert":
         assert constant["spearman"] is None and "identical for one rater" in constant["why"]["spearman"]
+
+
+def test_the_groups_in_threads_share_one_set_of_resamples(project, monkeypatch):
+    # The people's group and both models' ask for the report's shared resamples at once: one set is made
+    # (made slowly here, so that the others ask while it is being made), not one per thread.
+    import time
+
+    from agreement import bootstrap as bs
+    from agreement import report
+
+    made = []
+    resamples = bs.ItemResamples
+
+    def slow_resamples(**kwargs):
+        made.append(kwargs)
+        time.sleep(0.2)
+        return resamples(**kwargs)
+
+    rng = np.random.default_rng(9)
+    people = [f"p{k}" for k in range(6)]  # six people on every item: nearly every item is its own row
+    table = random_table(rng, items=120, raters=[*people, "m1", "m2"], labels=list("12345"), missing=0.0)
+    evaluation, _ = make_rated_evaluation(project, kind="likert", table=table, models=["m1", "m2"])
+    monkeypatch.setattr(bs, "ItemResamples", slow_resamples)
+    monkeypatch.setattr(report, "GROUP_THREADS", 3)
+    block = _block(evaluation, resamples=50)
+    assert block["human_human"]["ci"]["cohen_kappa"] is not None
+    assert len(made) == 1
