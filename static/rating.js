@@ -122,7 +122,7 @@
       // does what the browser does (e.g. submits the skip form).
       if (event.key === "Enter" && !event.shiftKey && focused.tagName === "TEXTAREA" && form.contains(focused)) {
         event.preventDefault();
-        form.requestSubmit();
+        submit(form);
       }
       return;
     }
@@ -144,14 +144,26 @@
       }
     } else if (key === "u") {
       var undo = document.getElementById("undo-button");
-      if (undo) { event.preventDefault(); undo.click(); }
+      if (undo) { event.preventDefault(); takeOver(undo.form); undo.click(); }
     } else if (event.key === "Enter" && !(focused && (focused.tagName === "BUTTON" || focused.tagName === "A"))) {
       // The server checks the answers; a refusal comes back as the form alone (see below), with
       // the focus on the first rubric left unanswered, never in an explanation box.
       event.preventDefault();
-      form.requestSubmit();
+      submit(form);
     }
   });
+
+  // htmx takes over a swapped-in form only once the swap settles (20 ms later, more on a busy machine):
+  // a key before that would post the form the old way, a whole page. Let htmx take it over first (it
+  // does each form once, so the settling does nothing more).
+  function takeOver(form) {
+    if (window.htmx && form) { window.htmx.process(form); }
+  }
+
+  function submit(form) {
+    takeOver(form);
+    form.requestSubmit();
+  }
 
   // Refusals (bad input, reservation taken, stale CSRF token) come back as 400/403/409 with the
   // forms alone, retargeted at #rating-forms: swap them in, keeping the dialog and the header.

@@ -157,3 +157,17 @@ def test_annotator_rates_and_revises_with_the_keyboard_only(browser_page, live_s
         (second, "Repetitiveness"): ("5", "", ""),
     }
     assert list(RatingRevision.objects.values_list("value", flat=True)) == ["3"]
+
+
+def test_an_enter_before_the_swap_settles_still_goes_through_htmx(browser_page, live_server, annotator):
+    # htmx takes over a swapped-in form when the swap settles; with a slow settle (a busy machine), the
+    # Enter of step 2 comes first. It must still post through htmx: the next item in place, the notice in
+    # the panel, not a whole page.
+    page = browser_page
+    evaluation = make_study(annotator)
+    log_in(page, live_server, f"/p/{evaluation.project.slug}/evaluations/{evaluation.pk}/rate/")
+    page.evaluate("htmx.config.defaultSettleDelay = 3000")
+    page.evaluate("window.__samePage = true")
+    rate_current_item_with_keys(page, sentence="3", empathy="4", choice="a", repetition="2")
+    assert "Saved c-0." in page.inner_text("#rating-panel")
+    assert page.evaluate("window.__samePage") is True
