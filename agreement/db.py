@@ -48,7 +48,8 @@ def read_grouped(ratings: QuerySet[Rating]) -> RatingArrays:
 
 
 class PackedIds(Aggregate):
-    """PostgreSQL: a group's ids as one bytea of 8-byte big-endian integers (`int8send`), in no set order."""
+    """PostgreSQL: a group's ids as one bytea of 8-byte big-endian integers (`int8send`). In no set order, but
+    the same for every aggregate of one query (each reads the group's rows in turn), as with array_agg."""
 
     function = "string_agg"
     template = "string_agg(int8send(%(expressions)s), ''::bytea)"
