@@ -87,7 +87,7 @@ def ensure_slots(*, evaluation: Evaluation) -> None:
         return
     with transaction.atomic():
         Evaluation.objects.select_for_update().filter(pk=evaluation.pk).values_list("pk").first()
-        if _queue_length(evaluation) >= _dataset_size(evaluation):
+        if _queue_length(evaluation) >= evaluation.item_count():
             return
         unsure = evaluation.order == Evaluation.Order.JUDGE_UNSURE
         shuffled = unsure or evaluation.order == Evaluation.Order.SHUFFLED
@@ -101,10 +101,6 @@ def _queue_is_complete(evaluation: Evaluation) -> bool:
 
 def _queue_length(evaluation: Evaluation) -> int:
     return Slot.objects.filter(evaluation=evaluation).count()
-
-
-def _dataset_size(evaluation: Evaluation) -> int:
-    return evaluation.items().count()
 
 
 def _overlap_of(evaluation_id: int) -> Subquery:
