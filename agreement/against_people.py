@@ -52,10 +52,8 @@ class ModelFigures:
 
 
 def model_report(ctx: Context, col: int) -> ModelFigures:
-    cols = ctx.human_cols
-    values = ctx.matrix.values
-    model_ok = np.isfinite(values[:, col])
-    humans_n = np.isfinite(values[:, cols]).sum(axis=1) if cols else np.zeros(values.shape[0])
+    model_ok = ctx.rated_by_column[col]
+    humans_n = ctx.people_rated
     usable = model_ok & (humans_n >= 1)
     ci, ci_vs_each_human, verdict = headline_intervals(ctx, col, usable, humans_n)
     return ModelFigures(
@@ -374,35 +372,35 @@ def disagreement_list(
     Likert: |model - human mean|; otherwise the share of people whose label the model contradicts.
     """
     values, codes = ctx.matrix.values, ctx.matrix.codes
-    cols = ctx.human_cols
-    human_vals = values[:, cols]
-    present = np.isfinite(human_vals)
-    usable = np.isfinite(values[:, col]) & present.any(axis=1)
-    if not usable.any():
+    people = ctx.people_rated
+    usable = ctx.rated_by_column[col] & (people > 0)
+    if not usable.any() or limit <= 0:
         return []
+    human_vals, human_codes = values[:, ctx.people], ctx.human_codes
+    present = ctx.rated_by_column[ctx.people].T
     reference, _ = ctx.reference
-    differ = (codes[:, cols] != codes[:, [col]]) & present
     if ctx.data.is_likert:
         distance = np.abs(values[:, col] - reference)
     else:
-        distance = differ.sum(axis=1) / np.maximum(present.sum(axis=1), 1)
+        contradicting = np.count_nonzero((human_codes != codes[:, [col]]) & present, axis=1)
+        distance = contradicting / np.maximum(people, 1)
     distance = np.where(usable, distance, -1.0)
-    order = np.lexsort((ctx.matrix.item_ids, -present.sum(axis=1), -distance))
-    chosen = [n for n in order[:limit] if distance[n] > 0]
+    # Only items at least as far as the limit-th furthest can be chosen: sort those alone.
+    cut = np.partition(distance, -limit)[-limit] if distance.shape[0] > limit else -1.0
+    chosen = np.flatnonzero((distance > 0) & (distance >= cut))
+    chosen = chosen[np.lexsort((ctx.matrix.item_ids[chosen], -people[chosen], -distance[chosen]))][:limit]
     return [
         {
             "item_id": int(ctx.matrix.item_ids[n]),
             "rater": model_name,
             "value": _label(ctx, values[n, col]),
-            "humans": {
-                human_names[h]: _label(ctx, human_vals[n, h]) for h in range(len(cols)) if present[n, h]
-            },
+            "humans": {human_names[h]: _label(ctx, human_vals[n, h]) for h in np.flatnonzero(present[n])},
             "distance": round(float(distance[n]), 4),
-            "people": int(present[n].sum()),
-            "contradicts": int(differ[n].sum()),
+            "people": int(people[n]),
+            "contradicts": int(np.count_nonzero((human_codes[n] != codes[n, col]) & present[n])),
             "people_mean": round(float(reference[n]), 4) if ctx.data.is_likert else None,
         }
-        for n in chosen
+        for n in chosen.tolist()
     ]
 
 

@@ -57,9 +57,8 @@ def majority_shares(codes: np.ndarray, levels: int) -> np.ndarray:
 def ppi_entry(ctx: Context, col: int, alpha: float = ALPHA) -> dict:
     """`rubrics[].raters[].ppi`: the likert mean or each category's share over the evaluation's items."""
     values, codes = ctx.matrix.values, ctx.matrix.codes
-    cols = ctx.human_cols
-    model_ok = np.isfinite(values[:, col])
-    human_n = np.isfinite(values[:, cols]).sum(axis=1) if cols else np.zeros(values.shape[0], dtype=int)
+    model_ok = ctx.rated_by_column[col]
+    human_n = ctx.people_rated
     labeled, unlabeled = model_ok & (human_n > 0), model_ok & (human_n == 0)
     entry: dict = {
         "alpha": alpha,
@@ -76,13 +75,13 @@ def ppi_entry(ctx: Context, col: int, alpha: float = ALPHA) -> dict:
         )
         return entry
     if ctx.data.is_likert:
-        people = np.nanmean(values[np.ix_(labeled, cols)], axis=1)
+        people = np.nanmean(values[labeled, ctx.people], axis=1)
         model = values[:, col]
         quantities: list[tuple[str, str | None, np.ndarray, np.ndarray, np.ndarray]] = [
             ("mean", None, people, model[labeled], model[unlabeled])
         ]
     else:
-        shares = majority_shares(codes[np.ix_(labeled, cols)], ctx.levels)
+        shares = majority_shares(codes[labeled, ctx.people], ctx.levels)
         quantities = [
             (
                 "share",

@@ -12,7 +12,6 @@ from agreement.tables import (
     Context,
     figure,
     interval,
-    items_with,
     mean_kappa,
     pair_tables,
     pairs_of_columns,
@@ -25,7 +24,8 @@ from agreement.tables import (
 
 def human_human(ctx: Context, names: list[str]) -> dict:
     cols = ctx.human_cols
-    out: dict = {"raters": len(cols), "items": items_with(ctx.matrix, cols, 2), "why": {}, "ci": {}}
+    mask = ctx.people_rated >= 2
+    out: dict = {"raters": len(cols), "items": int(np.count_nonzero(mask)), "why": {}, "ci": {}}
     metrics = ["krippendorff_alpha", "percent_agreement", "cohen_kappa", "fleiss_kappa"]
     if ctx.data.kind == "pairwise":
         metrics += ["agreement_with_ties", "agreement_without_ties"]
@@ -38,7 +38,6 @@ def human_human(ctx: Context, names: list[str]) -> dict:
             out["why"][metric] = f"{why}: nothing to compare"
         out["pairs"] = []
         return out
-    mask = np.isfinite(ctx.matrix.values[:, cols]).sum(axis=1) >= 2
     rows = ctx.rows(mask, cols)
     # Only the values people gave: a judge's fractional scores must not widen the people's table.
     present = rows[:, :, 1] >= 0
@@ -70,7 +69,7 @@ def human_human(ctx: Context, names: list[str]) -> dict:
             out["why"][metric] = why
         if interval(ci, k):
             out["ci"][metric] = interval(ci, k)
-    counts = st.category_counts(ctx.matrix.codes[np.ix_(mask, cols)], ctx.levels)
+    counts = st.category_counts(ctx.human_codes[mask], ctx.levels)
     fleiss = st.fleiss_from_counts(counts)
     out["fleiss_kappa"] = fleiss.value
     if fleiss.why:

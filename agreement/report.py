@@ -30,7 +30,7 @@ from agreement.people import human_human, human_summaries
 from agreement.reading import RubricRatings, items_matching, load_ratings, metadata_values, rater_directory
 from agreement.split import growth_entry, held_out, split_entry
 from agreement.stand_in import AltTestSettings, alt_test_entry
-from agreement.tables import Context, distribution, items_exactly, items_with, to_matrix
+from agreement.tables import Context, distribution, to_matrix
 from datasets.models import Item
 from evaluations.models import Evaluation, Rater
 
@@ -342,7 +342,8 @@ def rubric_report(
     with ThreadPoolExecutor(max_workers=GROUP_THREADS) as pool:
         people = pool.submit(human_human, context, human_names)
         against = [pool.submit(model_report, context, len(humans) + offset) for offset in range(len(models))]
-        human_ratings = int(np.isfinite(matrix.values[:, human_cols]).sum()) if humans else 0
+        people_rated = context.people_rated
+        human_ratings = int(people_rated.sum())
         block = RubricReport(
             rubric=version.rubric.name,
             version=version.number,
@@ -357,12 +358,12 @@ def rubric_report(
             },
             missing={
                 "human_ratings": max(0, items * overlap - human_ratings),
-                "items_without_human_rating": max(0, items - items_with(matrix, human_cols, 1)),
-                "items_with_one_human_rating": items_exactly(matrix, human_cols, 1),
+                "items_without_human_rating": max(0, items - int(np.count_nonzero(people_rated))),
+                "items_with_one_human_rating": int(np.count_nonzero(people_rated == 1)),
             },
             human_human={},  # the people's group, when its thread is done (below)
             humans=human_summaries(context, human_names),
-            distribution={"human": distribution(matrix.codes[:, human_cols], len(data.labels))},
+            distribution={"human": distribution(context.human_codes, len(data.labels))},
         )
         # Each model's point figures while the bootstraps run, then its figures against the people.
         parts = []

@@ -69,14 +69,6 @@ def category_codes(values: np.ndarray, data: RubricRatings) -> np.ndarray:
     return codes
 
 
-def items_with(matrix: Matrix, cols: list[int], at_least: int) -> int:
-    return int((np.isfinite(matrix.values[:, cols]).sum(axis=1) >= at_least).sum()) if cols else 0
-
-
-def items_exactly(matrix: Matrix, cols: list[int], count: int) -> int:
-    return int((np.isfinite(matrix.values[:, cols]).sum(axis=1) == count).sum()) if cols else 0
-
-
 def distribution(codes: np.ndarray, levels: int) -> list[int]:
     """How many ratings fell on each label (likert: nearest scale point)."""
     flat = codes[codes >= 0]
@@ -101,6 +93,9 @@ def computed_once[T](method: Callable[[Context], T]) -> cached_property[T]:
 
 @dataclass
 class Context:
+    """One rubric's matrix and what the report's figures share. The people are the matrix's first
+    columns (`human_cols` is 0..k-1), so `people` selects them as a view, without a copy."""
+
     data: RubricRatings
     matrix: Matrix
     human_cols: list[int]
@@ -108,6 +103,20 @@ class Context:
     seed: int
     plans: dict = field(default_factory=dict)
     locks: dict[str, threading.Lock] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.human_cols != list(range(len(self.human_cols))):
+            raise ValueError("the people must be the matrix's first columns")
+
+    @property
+    def people(self) -> slice:
+        """The people's columns of the matrix (a slice: indexing with it gives a view)."""
+        return slice(0, len(self.human_cols))
+
+    @computed_once
+    def people_rated(self) -> np.ndarray:
+        """(items,) how many people rated each item."""
+        return np.count_nonzero(self.rated_by_column[self.people], axis=0)
 
     @property
     def levels(self) -> int:
@@ -141,7 +150,7 @@ class Context:
 
     @computed_once
     def human_codes(self) -> np.ndarray:
-        return self.matrix.codes[:, self.human_cols]
+        return self.matrix.codes[:, self.people]
 
     @computed_once
     def rated_rows(self) -> list[np.ndarray]:

@@ -357,3 +357,31 @@ def test_the_groups_in_threads_share_one_set_of_resamples(project, monkeypatch):
     block = _block(evaluation, resamples=50)
     assert block["human_human"]["ci"]["cohen_kappa"] is not None
     assert len(made) == 1
+
+
+@pytest.mark.parametrize("kind, labels", [("likert", list("12345")), ("pairwise", ["A", "SAME", "B"])])
+def test_the_reports_few_disagreements_are_the_first_of_a_plain_ranking(project, kind, labels):
+    """The report sorts only the items as far as its last one (many tie there); it still picks those of
+    the whole ranking (furthest first, then more people, then the item), shown furthest first."""
+    rng = np.random.default_rng(11)
+    people = ["ann", "bob", "cy", "dee"]
+    table = random_table(rng, items=80, raters=[*people, "judge"], labels=labels, missing=0.3)
+    evaluation, _ = make_rated_evaluation(project, kind=kind, table=table, models=["judge"])
+    items = list(evaluation.dataset.items.order_by("position").values_list("pk", flat=True))
+    ranking = []
+    for n, item in enumerate(items):
+        given = [table[p][n] for p in people if table[p][n] is not None]
+        model = table["judge"][n]
+        if model is None or not given:
+            continue
+        if kind == "likert":
+            distance = abs(float(model) - np.mean([float(v) for v in given]))
+        else:
+            distance = sum(v != model for v in given) / len(given)
+        if distance > 0:
+            ranking.append((-round(distance, 9), -len(given), item))
+    ranking.sort()
+    for limit in (1, 7, 200):
+        block = _block(evaluation, resamples=0, disagreements=limit)
+        shown = sorted((d, item) for d, _, item in ranking[:limit])
+        assert [e["item_id"] for e in block["disagreements"]] == [item for _, item in shown]
