@@ -82,7 +82,7 @@ def vs_each_human(ctx: Context, col: int, usable: np.ndarray) -> dict:
         out[metric], why = weighted_mean(per_person, metric)
         if why:
             out["why"][metric] = why
-    cm, ch = codes[usable, col], codes[usable][:, ctx.human_cols]
+    cm, ch = codes[usable, col], ctx.human_codes[usable]
     valid = ch >= 0
     pooled = _pooled(cm, ch, valid)
     out["percent_agreement"] = pooled
@@ -146,10 +146,9 @@ def headline_intervals(ctx: Context, col: int, usable: np.ndarray, humans_n: np.
     from a second (rows: the model's exact score and the people's mean), so a judge's fractional
     scores do not multiply the distinct rows of the first.
     """
-    cols = ctx.human_cols
     if not usable.any():
         return {}, {}, _verdict_undefined("the model has no usable rating on an item a person rated")
-    people = ctx.rows(usable, cols)
+    people = ctx.people_rows(usable)
     comparable = humans_n[usable] >= 2
     rows = np.concatenate(
         [

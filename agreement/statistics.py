@@ -17,6 +17,7 @@ missing rating. Categories are integer codes 0..L-1 in scale order.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -643,6 +644,10 @@ def _packed_rows(rows: np.ndarray) -> np.ndarray:
     """One int64 per row, in the rows' lexicographic order."""
     low = rows.min(axis=0)
     span = rows.max(axis=0) - low + 1
+    if math.prod(span.tolist()) < 2**62:  # fits: one product with the place values (half the time)
+        place = np.ones(rows.shape[1], dtype=np.int64)
+        place[:-1] = np.cumprod(span[:0:-1])[::-1]
+        return (rows - low) @ place
     key = np.zeros(rows.shape[0], dtype=np.int64)
     key_span = 1
     for column in range(rows.shape[1]):
