@@ -15,8 +15,9 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -32,7 +33,7 @@ from . import adapting, client, db
 from .claims import Claim
 from .credentials import Credential, credential_for
 from .endpoints import build_request, family_of
-from .finishing import finish_call, finish_later
+from .finishing import finish_call, finish_later, store_gathered_now
 from .models import CachedReply, JudgeCall, JudgeRun
 from .parameters import RunParameters
 from .parsing import Parsed, format_score, logprob_score, parse_reply
@@ -162,6 +163,8 @@ class LaneContext:
 
     def wait_for_finishes(self) -> int:
         """Block until this lane's background finishes are stored; returns how many lost their claim."""
+        if self.finishes:
+            store_gathered_now()
         lost = sum(1 for future in self.finishes if not future.result())
         self.finishes.clear()
         return lost
@@ -266,46 +269,78 @@ def ask(
 
 
 class Retries:
-    """A lane's claimed calls waiting to be sent again after a transient error (Retry-After or backoff).
+    """A run's claimed calls waiting to be sent again after a transient error (Retry-After or backoff),
+    shared by the run's lanes in this process (`run_retries`).
 
-    They keep their claim (same token, so no other lane takes them) but not one of the judge's
-    `concurrency` slots, which count requests in flight: the lane sends other calls meanwhile and each
-    waiting one again once its time comes. At most MAX_WAITING_CALLS wait; with that many the lane waits
-    as well, so an endpoint that turns every request away is not sent ever more calls."""
+    They keep their claim (same token, so no lane of another process takes them) but not one of the
+    judge's `concurrency` slots, which count requests in flight: the lanes send other calls meanwhile,
+    and each waiting one goes again, from whichever lane is free first, once its time comes (near a run's
+    end, a retry does not wait for its own lane's next request while the other lanes have nothing to
+    send). At most MAX_WAITING_CALLS per lane wait; with that many the lanes wait as well, so an endpoint
+    that turns every request away is not sent ever more calls."""
 
     def __init__(self) -> None:
         self.waiting: list[Claim] = []
+        self.lanes = 0  # lanes of this process working the run
+        self.lock = threading.Lock()
 
     def __bool__(self) -> bool:
         return bool(self.waiting)
 
     @property
     def full(self) -> bool:
-        return len(self.waiting) >= MAX_WAITING_CALLS
+        return len(self.waiting) >= MAX_WAITING_CALLS * max(1, self.lanes)
 
     def add(self, claim: Claim) -> None:
-        self.waiting.append(claim)
+        with self.lock:
+            self.waiting.append(claim)
 
     def due(self) -> Claim | None:
         """The waiting call whose time came first, if any has come (it leaves the list)."""
-        first = min(self.waiting, key=lambda claim: claim.not_before, default=None)
-        if first is None or first.not_before > time.monotonic():
-            return None
-        self.waiting.remove(first)
-        return first
+        with self.lock:
+            first = min(self.waiting, key=lambda claim: claim.not_before, default=None)
+            if first is None or first.not_before > time.monotonic():
+                return None
+            self.waiting.remove(first)
+            return first
 
     def sleep(self, ctx: LaneContext) -> None:
         """Sleep until the first waiting call is due, looking at the run's status meanwhile: a cancelled
         run's lane ends without waiting out a long Retry-After."""
-        wake = min(claim.not_before for claim in self.waiting)
+        with self.lock:
+            wake = min((claim.not_before for claim in self.waiting), default=0.0)
         while not ctx.stopped() and (left := wake - time.monotonic()) > 0:
             time.sleep(min(left, STATUS_CHECK_SECONDS))
 
     def release(self) -> None:
         """Give the waiting calls back (the run stopped): pending again, for a resumed run."""
-        for claim in self.waiting:
+        with self.lock:
+            waiting, self.waiting = self.waiting, []
+        for claim in waiting:
             claim.release()
-        self.waiting.clear()
+
+
+_retries: dict[int, Retries] = {}
+_retries_lock = threading.Lock()
+
+
+@contextmanager
+def run_retries(run_id: int) -> Iterator[Retries]:
+    """The run's `Retries` in this process, for one lane while it works; the last lane to leave gives
+    back what still waits (nothing, unless the run stopped)."""
+    with _retries_lock:
+        retries = _retries.setdefault(run_id, Retries())
+        retries.lanes += 1
+    try:
+        yield retries
+    finally:
+        with _retries_lock:
+            retries.lanes -= 1
+            last = retries.lanes == 0
+            if last:
+                del _retries[run_id]
+        if last:
+            retries.release()
 
 
 def cached_reply(key: str) -> client.Reply | None:

@@ -97,15 +97,20 @@ def claim_next_calls(ctx: LaneContext, count: int) -> list[tuple[JudgeCall, uuid
 
 class ClaimAhead:
     """Claims a lane's next calls while its current request is in flight, so no lane waits for the
-    database between two requests: CLAIM_BATCH at a time while many are left, one at a time near the
-    run's end, so that no lane holds calls back while the others run out. Inside a transaction (tests)
-    it claims inline instead, since rows made there are invisible to other connections."""
+    database between two requests: CLAIM_BATCH at a time while many are left; near the run's end one at a
+    time, when the lane is free, so that no lane holds calls back while the others run out. Inside a
+    transaction (tests) it claims inline instead, since rows made there are invisible to other
+    connections."""
 
     def __init__(self, ctx: LaneContext) -> None:
         self.ctx = ctx
         self.claimed: list[Claim] = []  # claimed, not handed out yet (id order)
         self.future: Future[list[tuple[JudgeCall, uuid.UUID]]] | None = None
         self.last_id = ctx.call_ids[0] - 1
+
+    def in_hand(self) -> Claim | None:
+        """The next call already claimed for this lane, if any (no claim is made)."""
+        return self.claimed.pop(0) if self.claimed else None
 
     def next(self) -> Claim | None:
         if not self.claimed:
@@ -127,8 +132,15 @@ class ClaimAhead:
 
     def prefetch(self) -> None:
         """Claim the next calls in the background once none is left in hand, unless they are being
-        claimed already (the lane sent a call waiting for its retry instead of the one claimed ahead)."""
-        if not self.claimed and self.future is None and db.helper_threads_see_our_writes():
+        claimed already (the lane sent a call waiting for its retry instead of the one claimed ahead).
+        Near the run's end a lane claims only when it is free: a call claimed ahead would wait behind the
+        lane's current request (and retries) while other lanes run out of calls."""
+        if (
+            not self.claimed
+            and self.future is None
+            and self.count() > 1
+            and db.helper_threads_see_our_writes()
+        ):
             self.future = _claimer.submit(_claim_in_thread, self.ctx, self.count())
 
     def release(self) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import threading
-import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -47,6 +46,7 @@ RATING_KEY = ("evaluation_id", "rater_id", "item_id", "rubric_version_id")  # th
 _finisher = ThreadPoolExecutor(max_workers=FINISHER_THREADS, thread_name_prefix="judge-finish")
 _waiting: list[Finish] = []  # the batch being gathered
 _waiting_lock = threading.Lock()
+_no_more = threading.Event()  # a lane waits for its finishes: store the batch without gathering longer
 
 
 @dataclass
@@ -74,6 +74,12 @@ def finish_later(ctx: LaneContext, call: JudgeCall, token: uuid.UUID, fields: di
     return finish.stored
 
 
+def store_gathered_now() -> None:
+    """A lane is ending and waits for its finishes (the last of a run's): the batch being gathered is
+    stored at once instead of after the rest of FINISH_GATHER_SECONDS."""
+    _no_more.set()
+
+
 def _finish_one(ctx: LaneContext, call: JudgeCall, token: uuid.UUID, fields: dict[str, Any]) -> bool:
     close_old_connections()
     return finish_call(ctx, call, token, fields)
@@ -81,7 +87,8 @@ def _finish_one(ctx: LaneContext, call: JudgeCall, token: uuid.UUID, fields: dic
 
 def _finish_waiting() -> None:
     """Store the batch that gathered (in transactions of at most FINISH_BATCH calls)."""
-    time.sleep(FINISH_GATHER_SECONDS)
+    _no_more.wait(FINISH_GATHER_SECONDS)
+    _no_more.clear()
     with _waiting_lock:
         waiting = _waiting[:]
         _waiting.clear()

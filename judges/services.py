@@ -31,7 +31,7 @@ from rubrics.rendering import RenderError, render_prompt
 
 from . import batch as batches
 from . import credentials
-from .calls import LaneContext, Outcome, Retries, process_call
+from .calls import LaneContext, Outcome, Retries, process_call, run_retries
 from .claims import CALL_LEASE, ClaimAhead
 from .endpoints import build_request, sent_parameters
 from .models import Judge, JudgeCall, JudgeRun
@@ -365,11 +365,23 @@ def work_lane(*, run_id: int, lane: int) -> int:
         return 0
     ctx = LaneContext.load(run)
     ahead = ClaimAhead(ctx)
-    retries = Retries()
+    with run_retries(run_id) as retries:
+        done = do_calls(ctx, ahead, retries, first_lane=lane == 0)
+        if ctx.stopped():
+            retries.release()
+    ahead.release()
+    done -= ctx.wait_for_finishes()
+    complete_run_if_finished(run_id=run_id)
+    return done
+
+
+def do_calls(ctx: LaneContext, ahead: ClaimAhead, retries: Retries, *, first_lane: bool) -> int:
+    """One lane's loop; returns how many calls it did. The calls this lane claimed ahead go first (no
+    other lane can send them), then a call whose retry is due (any lane's in this process), then a new
+    one while few wait."""
     done = 0
     while not ctx.stopped():
-        # A call whose retry is due goes first; a new one only while few wait.
-        claim = retries.due() or (None if retries.full else ahead.next())
+        claim = ahead.in_hand() or retries.due() or (None if retries.full else ahead.next())
         if claim is None:
             if not retries:
                 break
@@ -384,24 +396,20 @@ def work_lane(*, run_id: int, lane: int) -> int:
             claim.release()
             break
         done += 1
-        if lane == 0 and done == 1:
-            start_other_lanes(run)
-    retries.release()
-    ahead.release()
-    done -= ctx.wait_for_finishes()
-    complete_run_if_finished(run_id=run_id)
+        if first_lane and done == 1:
+            start_other_lanes(ctx)
     return done
 
 
-def start_other_lanes(run: JudgeRun) -> None:
-    concurrency = run.frozen_parameters.concurrency
+def start_other_lanes(ctx: LaneContext) -> None:
+    concurrency = ctx.params.concurrency
     if concurrency <= 1:
         return
-    started = JudgeRun.objects.filter(pk=run.pk, lanes_started=False, status=JudgeRun.Status.RUNNING).update(
-        lanes_started=True
-    )
+    started = JudgeRun.objects.filter(
+        pk=ctx.run_id, lanes_started=False, status=JudgeRun.Status.RUNNING
+    ).update(lanes_started=True)
     if started:
-        enqueue_lanes(run.pk, list(range(1, concurrency)))
+        enqueue_lanes(ctx.run_id, list(range(1, concurrency)))
 
 
 def complete_run_if_finished(*, run_id: int) -> None:

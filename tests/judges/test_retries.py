@@ -165,3 +165,83 @@ def test_retry_after_is_read_as_seconds_milliseconds_or_an_http_date():
     assert from_date is not None and 27 <= from_date <= 30
     assert client._retry_after({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0  # already past
     assert client._retry_after({"retry-after": "soon"}) is None
+
+
+class _Lane:
+    """What `services.do_calls` asks of a lane's context and claims ahead: the calls it holds, in order."""
+
+    def __init__(self, run_id: int, held: list[str]) -> None:
+        self.run_id = run_id
+        self.held = [calls.Claim(call=name, token=None) for name in held]  # type: ignore[arg-type]
+
+    def stopped(self) -> bool:
+        return False
+
+    def in_hand(self):
+        return self.held.pop(0) if self.held else None
+
+    def next(self):
+        return self.in_hand()
+
+    def prefetch(self) -> None:
+        pass
+
+
+def test_a_free_lane_sends_another_lanes_call_once_its_retry_is_due(monkeypatch):
+    """Near a run's end: lane A's call "x" is refused and must wait 0.1 s while A sends its slow call "y";
+    lane B has nothing left, so it waits for x's retry and sends it, instead of x waiting behind y."""
+    sent: list[tuple[str, str, float]] = []
+    started = time.monotonic()
+
+    def process_call(ctx, claim):
+        sent.append((threading.current_thread().name, claim.call, time.monotonic() - started))
+        if claim.call == "x" and claim.attempts == 0:
+            claim.attempts = 1
+            claim.not_before = time.monotonic() + 0.1
+            return calls.Outcome.WAITING
+        if claim.call == "y":
+            time.sleep(0.5)
+        return calls.Outcome.DONE
+
+    monkeypatch.setattr(services, "process_call", process_call)
+    done: dict[str, int] = {}
+
+    def lane(name: str, held: list[str], delay: float) -> None:
+        time.sleep(delay)
+        ctx = _Lane(run_id=-1, held=held)
+        with calls.run_retries(-1) as retries:
+            done[name] = services.do_calls(ctx, ctx, retries, first_lane=False)  # type: ignore[arg-type]
+
+    lanes = [
+        threading.Thread(target=lane, args=("A", ["x", "y"], 0.0), name="A"),
+        threading.Thread(target=lane, args=("B", [], 0.02), name="B"),
+    ]
+    for thread in lanes:
+        thread.start()
+    for thread in lanes:
+        thread.join(timeout=10)
+    assert [(lane, call) for lane, call, _ in sent] == [("A", "x"), ("A", "y"), ("B", "x")]
+    retried_at = sent[2][2]
+    assert 0.1 <= retried_at < 0.4  # not after y's 0.5 s
+    assert done == {"A": 1, "B": 1}
+    assert calls._retries == {}  # the last lane to leave took the run's waiting list away
+
+
+def test_the_waiting_list_holds_a_few_calls_per_lane_and_the_last_lane_gives_back_what_waits():
+    given_back: list[str] = []
+
+    class Held(calls.Claim):
+        def release(self) -> None:
+            given_back.append(self.call)  # type: ignore[arg-type]
+
+    with calls.run_retries(-2) as first:
+        with calls.run_retries(-2) as second:
+            assert first is second and first.lanes == 2
+            for n in range(2 * MAX_WAITING_CALLS - 1):
+                first.add(Held(call=f"c{n}", token=None, not_before=time.monotonic() + 60))  # type: ignore[arg-type]
+            assert not first.full
+            first.add(Held(call="last", token=None, not_before=time.monotonic() + 60))  # type: ignore[arg-type]
+            assert first.full
+        assert first.lanes == 1 and not given_back  # a lane left; the other may still send them
+    assert len(given_back) == 2 * MAX_WAITING_CALLS
+    assert -2 not in calls._retries
