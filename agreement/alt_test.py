@@ -94,14 +94,15 @@ def alt_test(
     if metric not in METRICS:
         raise ValueError(f"unknown alt-test metric {metric!r}; use one of {', '.join(METRICS)}")
     present = np.isfinite(people)
-    kept = np.isfinite(model) & (present.sum(axis=1) >= min_people)
+    kept = np.isfinite(model) & (np.count_nonzero(present, axis=1) >= min_people)
     rated = people[kept]
-    sums = RowSums.of(model[kept], rated, metric)
+    rows, persons = np.nonzero(np.isfinite(rated))  # every (item, person) rating, in one pass
+    own = rated[rows, persons]
+    sums = RowSums.of(model[kept], rows, own, metric)
     # Every person at once: per item and person, the strict wins of each side (a tie is neither);
     # the differences person - model indicator are then +1 (person wins), -1 (model wins) or 0, so
     # each person's t-test needs only the three counts.
-    rows, persons = np.nonzero(np.isfinite(rated))  # every (item, person) rating, in one pass
-    model_score, person_score = sums.scores(rows, rated[rows, persons])
+    model_score, person_score = sums.scores(rows, own)
     width = people.shape[1]
     person_wins = np.bincount(persons[person_score > model_score], minlength=width)
     model_wins = np.bincount(persons[model_score > person_score], minlength=width)
@@ -150,17 +151,20 @@ class RowSums:
     counts: np.ndarray | None = None
 
     @classmethod
-    def of(cls, model: np.ndarray, people: np.ndarray, metric: str) -> RowSums:
-        present = np.isfinite(people)
-        filled = np.where(present, people, 0.0)
-        count = present.sum(axis=1)
+    def of(cls, model: np.ndarray, rows: np.ndarray, values: np.ndarray, metric: str) -> RowSums:
+        """From every rating as (item `rows`, `values`): the model's value on each item in `model`."""
+        items = model.shape[0]
+        count = np.bincount(rows, minlength=items)
         if metric != ACCURACY:
-            return cls(metric, model, count, total=filled.sum(axis=1), squares=(filled**2).sum(axis=1))
-        labels = np.unique(people[present])
-        counts = np.zeros((people.shape[0], labels.shape[0]), dtype=np.int64)
-        for n, label in enumerate(labels):  # a handful of labels: one pass each
-            counts[:, n] = (people == label).sum(axis=1)
-        hits = ((filled == model[:, None]) & present).sum(axis=1)
+            total, squares = (np.bincount(rows, terms, minlength=items) for terms in (values, values**2))
+            return cls(metric, model, count, total=total, squares=squares)
+        labels, codes = np.unique(values, return_inverse=True)
+        width = labels.shape[0]
+        counts = np.bincount(rows * width + codes, minlength=items * width).reshape(items, width)
+        hits = np.zeros(items, dtype=np.int64)
+        if width:  # the people who gave the model's label, where it is among theirs
+            at = np.minimum(np.searchsorted(labels, model), width - 1)
+            hits = np.where(labels[at] == model, counts[np.arange(items), at], 0)
         return cls(metric, model, count, model_hits=hits, labels=labels, counts=counts)
 
     def scores(self, rows: np.ndarray, own: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
