@@ -148,22 +148,18 @@ def headline_intervals(ctx: Context, col: int, usable: np.ndarray, humans_n: np.
     """
     if not usable.any():
         return {}, {}, _verdict_undefined("the model has no usable rating on an item a person rated")
-    people = ctx.people_rows(usable)
+    # Rows: each person's code and value code, whether two or more people rated, the model's code.
+    rows = ctx.people_rows(usable, extra=2)
     comparable = humans_n[usable] >= 2
-    rows = np.concatenate(
-        [
-            people.reshape(people.shape[0], -1),
-            ctx.matrix.codes[usable, col][:, None],
-            comparable[:, None].astype(np.int64),
-        ],
-        axis=1,
-    )
+    rows[:, -2] = comparable
+    rows[:, -1] = ctx.matrix.codes[usable, col]
     names = _headline_names(ctx)
     members = np.nonzero(usable)[0]
     # Items with two or more people the model did not rate: the verdict's people tables leave them out.
     left_out = np.nonzero((humans_n >= 2) & ~usable)[0]
-    # The people's category codes are non-decreasing functions of their value codes: rows without them.
-    key = np.concatenate([people[:, :, 1], rows[:, -2:]], axis=1)
+    # The same distinct rows, in the same order, from every other column (a view): the people's category
+    # codes are non-decreasing functions of their value codes, and whether two rated is known from those.
+    key = rows[:, 1::2]
     point, ci = bs.bootstrap(
         rows,
         lambda u, w: _headline_figures(ctx, u, w, names, left_out),
@@ -227,7 +223,7 @@ def _headline_rows(ctx: Context, unique: np.ndarray) -> _HeadlineRows:
     if key in ctx.plans and ctx.plans[key][0] is unique:
         return ctx.plans[key][1]
     k = len(ctx.human_cols)
-    model_code = unique[:, -2]
+    model_code = unique[:, -1]
     people = unique[:, :-2].reshape(unique.shape[0], k, 2)
     human_codes = people[:, :, 0]
     if ctx.data.is_likert:
@@ -238,7 +234,7 @@ def _headline_rows(ctx: Context, unique: np.ndarray) -> _HeadlineRows:
             ctx, list(range(k)), rows=np.where(human_codes >= 0, human_codes, np.nan)
         )
     ok = (ref_code >= 0) & (model_code >= 0)
-    comparable = unique[:, -1] == 1
+    comparable = unique[:, -2] == 1
     rows = _HeadlineRows(
         codes=np.concatenate([human_codes, model_code[:, None]], axis=1),
         majority_cell=np.where(ok, model_code * ctx.levels + ref_code, -1),

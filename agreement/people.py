@@ -38,7 +38,7 @@ def human_human(ctx: Context, names: list[str]) -> dict:
             out["why"][metric] = f"{why}: nothing to compare"
         out["pairs"] = []
         return out
-    rows = ctx.people_rows(mask)
+    rows = ctx.people_rows(mask).reshape(-1, len(cols), 2)
     # Only the values people gave: a judge's fractional scores must not widen the people's table.
     present = rows[:, :, 1] >= 0
     used, compact = np.unique(rows[:, :, 1][present], return_inverse=True)

@@ -132,10 +132,16 @@ class Context:
             return self.data.labels.index(PAIRWISE_TIE)
         return None
 
-    def people_rows(self, mask: np.ndarray) -> np.ndarray:
-        """Bootstrap rows: (items, people, 2) the people's int codes and value codes (-1 missing) on the
-        chosen items."""
-        return encode_rows(self.matrix, mask, self.people)
+    def people_rows(self, mask: np.ndarray, extra: int = 0) -> np.ndarray:
+        """Bootstrap rows of the chosen items: (items, 2 x people + extra), each person's int code and
+        value code (-1 missing) side by side, then `extra` columns for the caller to fill. Written in
+        place from views of the people's columns (a third of the time of stacking copies)."""
+        k = len(self.human_cols)
+        out = np.empty((np.count_nonzero(mask), 2 * k + extra), dtype=np.int64)
+        pairs = out[:, : 2 * k].reshape(out.shape[0], k, 2)  # a view: each row's pairs are contiguous
+        pairs[:, :, 0] = self.matrix.codes[mask, self.people]
+        pairs[:, :, 1] = self.matrix.value_codes[mask, self.people]
+        return out
 
     def numbers(self, value_codes: np.ndarray) -> np.ndarray:
         return decode_values(value_codes, self.value_levels)
@@ -182,14 +188,6 @@ class Context:
     def resampler(self) -> bs.ItemResamples:
         """The bootstrap weights of the matrix's items, shared by every figure group drawn by items."""
         return bs.ItemResamples(items=self.matrix.values.shape[0], resamples=self.resamples, seed=self.seed)
-
-
-def encode_rows(matrix: Matrix, mask: np.ndarray, cols: slice) -> np.ndarray:
-    # Written in place from the rows of a slice of columns: a third of the time of stacking copies.
-    out = np.empty((np.count_nonzero(mask), len(range(matrix.codes.shape[1])[cols]), 2), dtype=np.int64)
-    out[:, :, 0] = matrix.codes[mask, cols]
-    out[:, :, 1] = matrix.value_codes[mask, cols]
-    return out
 
 
 def decode_values(value_codes: np.ndarray, levels: np.ndarray) -> np.ndarray:
