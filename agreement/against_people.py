@@ -171,8 +171,8 @@ def headline_intervals(ctx: Context, col: int, usable: np.ndarray, humans_n: np.
     )
     intervals = {name: interval(ci, k) for k, name in enumerate(names)}
     if ctx.data.is_likert:
-        mean_levels, mean_codes = np.unique(ctx.reference[0][usable], return_inverse=True)
-        numeric = np.stack([ctx.matrix.value_codes[usable, col], mean_codes], axis=1)
+        mean_levels, mean_codes = ctx.reference_levels
+        numeric = np.stack([ctx.matrix.value_codes[usable, col], mean_codes[usable]], axis=1)
         numeric_names = ["maj:spearman", "maj:mae", "maj:bias"]
         _, numeric_ci = bs.bootstrap(
             numeric,

@@ -69,7 +69,7 @@ def human_human(ctx: Context, names: list[str]) -> dict:
             out["why"][metric] = why
         if interval(ci, k):
             out["ci"][metric] = interval(ci, k)
-    counts = st.category_counts(ctx.human_codes[mask], ctx.levels)
+    counts = ctx.people_counts[mask]
     fleiss = st.fleiss_from_counts(counts)
     out["fleiss_kappa"] = fleiss.value
     if fleiss.why:
@@ -135,11 +135,10 @@ def human_summaries(ctx: Context, names: list[str]) -> list[dict]:
     codes = ctx.human_codes
     # Per item, how many people gave each label: on an item they rated, a person has (people who rated
     # it - 1) pairs with the others, of which (people who gave the same label - 1) agree.
-    counts = st.category_counts(codes, ctx.levels)
-    rated = counts.sum(axis=1)
+    counts, rated = ctx.people_counts, ctx.people_rated
     out = []
     for n, name in enumerate(names):
-        rows = np.nonzero(codes[:, n] >= 0)[0]
+        rows = ctx.rated_rows[n]
         pairs = int((rated[rows] - 1.0).sum())
         agree = int((counts[rows, codes[rows, n]] - 1.0).sum())
         out.append(

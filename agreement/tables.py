@@ -43,9 +43,9 @@ def to_matrix(data: RubricRatings, rater_ids: list[int]) -> Matrix:
     levels = np.unique(given)
     value_codes = np.full(values.shape, -1, dtype=np.int64)
     value_codes[rows, cols] = np.searchsorted(levels, given)
-    # A value's category depends on the value alone: work it out once per distinct value.
-    level_codes = category_codes(levels, data)
-    codes = np.where(value_codes >= 0, level_codes[value_codes], -1)
+    # A value's category depends on the value alone: work it out once per distinct value (the table's last
+    # entry is what a missing rating, value code -1, looks up).
+    codes = np.take(np.append(category_codes(levels, data), -1), value_codes)
     return Matrix(item_ids, rater_ids, values, codes, levels, value_codes)
 
 
@@ -150,6 +150,17 @@ class Context:
     def reference(self) -> tuple[np.ndarray, np.ndarray]:
         """The people's majority (or mean) on each item and its category code, shared by every model."""
         return human_reference(self, self.human_cols)
+
+    @computed_once
+    def reference_levels(self) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct values of the people's reference (`reference`) and each item's index into them."""
+        levels, codes = np.unique(self.reference[0], return_inverse=True)
+        return levels, codes.reshape(-1)
+
+    @computed_once
+    def people_counts(self) -> np.ndarray:
+        """(items, labels) how many people gave each label (likert: scale point) on each item."""
+        return st.category_counts(self.human_codes, self.levels)
 
     @computed_once
     def value_levels(self) -> np.ndarray:
@@ -525,13 +536,12 @@ def human_reference(
     if ctx.data.is_likert:
         mean = row_means(values)
         return mean, category_codes(mean[:, None], ctx.data)[:, 0]
-    codes = (
-        ctx.matrix.codes[:, cols]
-        if rows is None
-        else np.where(np.isfinite(values), values, -1).astype(np.int64)
-    )
-    counts = st.category_counts(codes, ctx.levels)
-    top = counts.max(axis=1) if ctx.levels else np.zeros(codes.shape[0])
+    if rows is None and cols == ctx.human_cols:
+        counts = ctx.people_counts
+    else:
+        codes = ctx.matrix.codes[:, cols] if rows is None else np.where(np.isfinite(values), values, -1)
+        counts = st.category_counts(codes.astype(np.int64), ctx.levels)
+    top = counts.max(axis=1) if ctx.levels else np.zeros(counts.shape[0])
     unique_top = (counts == top[:, None]).sum(axis=1) == 1
     majority = np.where((top > 0) & unique_top, counts.argmax(axis=1) if ctx.levels else -1, -1)
     return majority.astype(np.float64), majority
