@@ -12,8 +12,8 @@ from agreement import statistics as st
 from agreement.tables import (
     Context,
     category_codes,
-    human_reference,
     interval,
+    majority_codes,
     mean_kappa,
     pair_tables,
     pairs_of_columns,
@@ -230,9 +230,7 @@ def _headline_rows(ctx: Context, unique: np.ndarray) -> _HeadlineRows:
         mean = row_means(ctx.numbers(people[:, :, 1]))
         ref_code = category_codes(mean[:, None], ctx.data)[:, 0]
     else:
-        _, ref_code = human_reference(
-            ctx, list(range(k)), rows=np.where(human_codes >= 0, human_codes, np.nan)
-        )
+        ref_code = majority_codes(st.category_counts(human_codes, ctx.levels))
     ok = (ref_code >= 0) & (model_code >= 0)
     comparable = unique[:, -2] == 1
     rows = _HeadlineRows(
@@ -299,7 +297,7 @@ def _shared_people_tables(ctx: Context, left_out: np.ndarray) -> np.ndarray:
     every item less those of the items the model left out."""
     tables = people_pair_tables(ctx)
     if left_out.shape[0]:
-        codes = ctx.matrix.codes[np.ix_(left_out, ctx.human_cols)]
+        codes = ctx.human_codes[left_out]
         weights = ctx.resampler.weights(left_out)
         tables = tables - pair_tables(ctx, codes, weights, people_pairs(ctx), anchor=left_out)
     return tables

@@ -149,7 +149,7 @@ class Context:
     @computed_once
     def reference(self) -> tuple[np.ndarray, np.ndarray]:
         """The people's majority (or mean) on each item and its category code, shared by every model."""
-        return human_reference(self, self.human_cols)
+        return human_reference(self)
 
     @computed_once
     def reference_levels(self) -> tuple[np.ndarray, np.ndarray]:
@@ -528,23 +528,23 @@ def weighted_mean(entries: list[dict], metric: str) -> tuple[float | None, str]:
     return float(np.average(values, weights=weights)), ""
 
 
-def human_reference(
-    ctx: Context, cols: list[int], rows: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
+def human_reference(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
     """Per item: the people's majority code (categorical, pairwise) or mean (likert) and its rounded code."""
-    values = ctx.matrix.values[:, cols] if rows is None else rows
     if ctx.data.is_likert:
-        mean = row_means(values)
+        mean = row_means(ctx.matrix.values[:, ctx.people])
         return mean, category_codes(mean[:, None], ctx.data)[:, 0]
-    if rows is None and cols == ctx.human_cols:
-        counts = ctx.people_counts
-    else:
-        codes = ctx.matrix.codes[:, cols] if rows is None else np.where(np.isfinite(values), values, -1)
-        counts = st.category_counts(codes.astype(np.int64), ctx.levels)
-    top = counts.max(axis=1) if ctx.levels else np.zeros(counts.shape[0])
-    unique_top = (counts == top[:, None]).sum(axis=1) == 1
-    majority = np.where((top > 0) & unique_top, counts.argmax(axis=1) if ctx.levels else -1, -1)
+    majority = majority_codes(ctx.people_counts)
     return majority.astype(np.float64), majority
+
+
+def majority_codes(counts: np.ndarray) -> np.ndarray:
+    """Per row of (rows, labels) counts: the single most frequent label, -1 on a tie for the top or without
+    any."""
+    if not counts.shape[1]:
+        return np.full(counts.shape[0], -1, dtype=np.int64)
+    top = counts.max(axis=1)
+    unique_top = (counts == top[:, None]).sum(axis=1) == 1
+    return np.where((top > 0) & unique_top, counts.argmax(axis=1), -1)
 
 
 def row_means(values: np.ndarray) -> np.ndarray:

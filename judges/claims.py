@@ -122,7 +122,7 @@ class ClaimAhead:
             self.claimed = [Claim(call, token) for call, token in claimed]
             if claimed:
                 self.last_id = claimed[-1][0].pk
-        return self.claimed.pop(0) if self.claimed else None
+        return self.in_hand()
 
     def count(self) -> int:
         """CLAIM_BATCH while the calls after the last one claimed (the run's call ids are consecutive,
