@@ -96,30 +96,25 @@ def _resample_weights(
 
     Few distinct rows: how often each is drawn when resampling n items with replacement, a
     multinomial over them. Many (each item nearly its own pattern, or over MULTINOMIAL_ROWS patterns):
-    the Poisson bootstrap, each
-    item drawn Poisson(1) times independently (a row seen c times: Poisson(c)), which has the same
-    spread as resampling n items with replacement for the sizes where it is used (the total is
-    n +- sqrt(n) instead of exactly n) and costs one 16-bit random number and a table look-up per
-    row instead of n random indices and a scattered count. Column-major, so that one distinct
-    row's weights over the resamples are contiguous (what the sparse per-pair sums read).
+    the Poisson bootstrap, each item drawn Poisson(1) times independently (a row seen c times:
+    Poisson(c)), which has the same spread as resampling n items with replacement for the sizes where
+    it is used (the total is n +- sqrt(n) instead of exactly n) and costs one 16-bit random number and a
+    table look-up per row instead of n random indices and a scattered count. Column-major, so that one
+    distinct row's weights over the resamples are contiguous (what the sparse per-pair sums read).
     `blocks`: `_count_blocks(counts)`, when the caller draws many chunks.
     """
     distinct = counts.shape[0]
     if _multinomial(counts, n):
         return np.asfortranarray(rng.multinomial(n, counts / n, size=size), dtype=np.float64)
-    # Each count's rows drawn together as bytes from its table (64 KB: stays in cache) and written into
-    # their rows, then converted to float32 (whole counts: exact, half the memory of float64).
-    by_row = np.empty((distinct, size), dtype=np.uint8)
-    large = []
+    # Each count's rows drawn together as bytes from its table (64 KB: stays in cache), converted to float32
+    # as they are written into their rows (whole counts: exact, half the memory of float64).
+    weights = np.empty((distinct, size), dtype=np.float32)
     for value, rows in _count_blocks(counts) if blocks is None else blocks:
-        block = by_row[rows].shape[0] if isinstance(rows, slice) else rows.shape[0]
+        block = weights[rows].shape[0] if isinstance(rows, slice) else rows.shape[0]
         if value <= _POISSON_TABLES:
-            by_row[rows] = _poisson_counts(value, _uniform16(rng, (block, size)))
-        else:  # a row seen more than 16 times: counts beyond a byte, set after the conversion
-            large.append((rows, rng.poisson(value, size=(block, size))))
-    weights = by_row.astype(np.float32)
-    for rows, drawn in large:
-        weights[rows] = drawn
+            weights[rows] = _poisson_counts(value, _uniform16(rng, (block, size)))
+        else:  # a row seen more than 16 times: counts beyond a byte
+            weights[rows] = rng.poisson(value, size=(block, size))
     return weights.T
 
 
