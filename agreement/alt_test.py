@@ -209,5 +209,13 @@ def benjamini_yekutieli(p_values: list[float], q: float) -> list[bool]:
     return (false_discovery_control(p, method="by") <= q).tolist()
 
 
+def load_scipy() -> None:
+    """Import what the report takes from SciPy on first use (scipy.stats: ~1-2 s of CPU) where a web server
+    or worker starts, so that the first report a process computes does not wait for it (measured on a
+    100k-item report: 3.0 s for the first in a process, 0.7-0.9 s for the next)."""
+    import scipy.special  # noqa: F401
+    import scipy.stats  # noqa: F401
+
+
 def epsilon_for(expertise: str) -> float:
     return EPSILON_BY_EXPERTISE[expertise]

@@ -1,8 +1,15 @@
 """Thin Celery task: ids and parameters in, one service call. acks_late comes from settings."""
 
 from celery import shared_task
+from celery.signals import worker_init
 
-from agreement import services
+from agreement import alt_test, services
+
+
+@worker_init.connect
+def import_statistics(**_kwargs: object) -> None:
+    """SciPy's statistics imported when the worker starts, not in its first report."""
+    alt_test.load_scipy()
 
 
 @shared_task(acks_late=True, ignore_result=True)
