@@ -1,7 +1,7 @@
 """The agreement report of an evaluation: read current ratings, hand arrays to agreement.statistics.
 
-One query per rubric version reads every current rating as plain tuples (item, rater, value,
-parse_failed); everything after that is NumPy. The JSON shape is documented in docs/agreement.md.
+One query per rubric version reads every current rating as arrays of (item, rater, value, parse_failed)
+(agreement.db); everything after that is NumPy. The JSON shape is documented in docs/agreement.md.
 
 Conventions (also in docs/agreement.md):
 - Parse failures and invalid values are counted per rater and never enter a figure.

@@ -214,7 +214,7 @@ def main() -> None:
         print(f"whole report ({args.kind}, {args.resamples} bootstrap resamples): {report_seconds:.2f} s")
         print(f"ratio report / read: {report_seconds / read_seconds:.2f}x (target <= 3x)")
         print(
-            f"(the report's own read, ids packed as bytes per value: {grouped_seconds:.2f} s; "
+            f"(the report's own read, item ids packed as bytes per rater and value: {grouped_seconds:.2f} s; "
             f"statistics and bootstrap: about {report_seconds - grouped_seconds:.2f} s)"
         )
         hh = block["human_human"]
