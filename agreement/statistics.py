@@ -132,11 +132,16 @@ def kappa_from_tables(tables: np.ndarray, *, weights: str | None = None) -> np.n
 
     With whole counts every sum is exact, so the order in which they are added does not matter.
     """
+    return kappa_and_totals(tables, weights=weights)[0]
+
+
+def kappa_and_totals(tables: np.ndarray, *, weights: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """`kappa_from_tables` and each table's total, from the same passes over the tables."""
     levels = tables.shape[0]
     i, j = np.indices((levels, levels))
     disagreement = (i - j) ** 2.0 if weights == "quadratic" else (i != j).astype(np.float64)
-    total = tables.sum(axis=(0, 1))
     rows, cols = tables.sum(axis=1), tables.sum(axis=0)
+    total = rows.sum(axis=0)
     observed_d = np.tensordot(disagreement, tables, axes=([0, 1], [0, 1]))
     # sum_ij rows_i cols_j d_ij / total, without forming the table of expected counts.
     expected_d = (np.tensordot(disagreement, cols, axes=(1, 0)) * rows).sum(axis=0) / np.where(
@@ -144,7 +149,7 @@ def kappa_from_tables(tables: np.ndarray, *, weights: str | None = None) -> np.n
     )
     with np.errstate(divide="ignore", invalid="ignore"):
         kappa = 1.0 - observed_d / expected_d
-    return np.where((expected_d > 1e-12) & (total > 0), kappa, np.nan)
+    return np.where((expected_d > 1e-12) & (total > 0), kappa, np.nan), total
 
 
 def w_alpha(counts: np.ndarray, w: np.ndarray, *, level: str, values: np.ndarray | None = None) -> np.ndarray:

@@ -243,8 +243,7 @@ def pair_tables(
 
 def mean_kappa(ctx: Context, tables: np.ndarray) -> np.ndarray:
     """(B,) mean of the pairs' kappas in (L, L, pairs, B) tables, weighted by each pair's items."""
-    kappa = st.kappa_from_tables(tables, weights=ctx.kappa_weights)
-    items = tables.sum(axis=(0, 1))
+    kappa, items = st.kappa_and_totals(tables, weights=ctx.kappa_weights)
     ok = np.isfinite(kappa)
     return st._divide(np.where(ok, kappa * items, 0.0).sum(axis=0), np.where(ok, items, 0.0).sum(axis=0))
 
