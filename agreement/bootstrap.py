@@ -89,7 +89,7 @@ def _resample_weights(
     counts: np.ndarray,
     n: int,
     size: int,
-    blocks: list[tuple[int, slice | np.ndarray]] | None = None,
+    blocks: list[tuple[int, slice | np.ndarray, int]] | None = None,
 ) -> np.ndarray:
     """(size, P) how often each distinct row occurs in `size` resamples of the n items (counts: how
     often each occurs among them).
@@ -109,8 +109,7 @@ def _resample_weights(
     # Each count's rows drawn together as bytes from its table (64 KB: stays in cache), converted to float32
     # as they are written into their rows (whole counts: exact, half the memory of float64).
     weights = np.empty((distinct, size), dtype=np.float32)
-    for value, rows in _count_blocks(counts) if blocks is None else blocks:
-        block = weights[rows].shape[0] if isinstance(rows, slice) else rows.shape[0]
+    for value, rows, block in _count_blocks(counts) if blocks is None else blocks:
         if value <= _POISSON_TABLES:
             weights[rows] = _poisson_counts(value, _uniform16(rng, (block, size)))
         else:  # a row seen more than 16 times: counts beyond a byte
@@ -132,14 +131,14 @@ def _multinomial(counts: np.ndarray, n: int) -> bool:
     return counts.shape[0] * 4 < n and counts.shape[0] <= MULTINOMIAL_ROWS
 
 
-def _count_blocks(counts: np.ndarray) -> list[tuple[int, slice | np.ndarray]]:
-    """(count, the rows seen that often) for each count, smallest first: a slice of rows when the counts
-    never decrease (as `bootstrap` orders them), otherwise their indices, ascending."""
+def _count_blocks(counts: np.ndarray) -> list[tuple[int, slice | np.ndarray, int]]:
+    """(count, the rows seen that often, how many) for each count, smallest first: the rows as a slice when
+    the counts never decrease (as `bootstrap` orders them), otherwise as their indices, ascending."""
     order = None if np.all(counts[1:] >= counts[:-1]) else np.argsort(counts, kind="stable")
     values, starts = np.unique(counts if order is None else counts[order], return_index=True)
     ends = [*starts[1:].tolist(), counts.shape[0]]
     return [
-        (value, slice(start, end) if order is None else order[start:end])
+        (value, slice(start, end) if order is None else order[start:end], end - start)
         for value, start, end in zip(values.tolist(), starts.tolist(), ends, strict=True)
     ]
 
