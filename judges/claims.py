@@ -95,6 +95,10 @@ def claim_next_calls(ctx: LaneContext, count: int) -> list[tuple[JudgeCall, uuid
     return []
 
 
+# The highest call id a lane of this process claimed, per run at work here (`ClaimAhead.count`).
+_claimed_up_to: dict[int, int] = {}
+
+
 class ClaimAhead:
     """Claims a lane's next calls while its current request is in flight, so no lane waits for the
     database between two requests: CLAIM_BATCH at a time while many are left; near the run's end one at a
@@ -122,12 +126,17 @@ class ClaimAhead:
             self.claimed = [Claim(call, token) for call, token in claimed]
             if claimed:
                 self.last_id = claimed[-1][0].pk
+                run_id = self.ctx.run_id
+                _claimed_up_to[run_id] = max(_claimed_up_to.get(run_id, 0), self.last_id)
         return self.in_hand()
 
     def count(self) -> int:
         """CLAIM_BATCH while the calls after the last one claimed (the run's call ids are consecutive,
-        claimed in order: an estimate) would keep every lane busy for a few batches; else 1."""
-        left = self.ctx.call_ids[1] - self.last_id
+        claimed in order: an estimate) would keep every lane busy for a few batches; else 1. The last one
+        claimed by any lane of this process: a lane's own may be long past, when it sent other lanes'
+        retries meanwhile, and four calls claimed at the end keep one lane busy while the others idle."""
+        last = max(self.last_id, _claimed_up_to.get(self.ctx.run_id, 0))
+        left = self.ctx.call_ids[1] - last
         return CLAIM_BATCH if left > 2 * CLAIM_BATCH * self.ctx.params.concurrency else 1
 
     def prefetch(self) -> None:
@@ -151,6 +160,7 @@ class ClaimAhead:
         for claim in self.claimed:
             claim.release()
         self.claimed.clear()
+        _claimed_up_to.pop(self.ctx.run_id, None)
 
 
 def _claim_in_thread(ctx: LaneContext, count: int) -> list[tuple[JudgeCall, uuid.UUID]]:

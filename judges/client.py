@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import datetime
 import email.utils
+import functools
 import json
 import logging
 import os
 import re
+import ssl
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -100,8 +102,21 @@ class Reply:
 
 
 def load_openai() -> None:
-    """Import the openai package now (a worker at start) rather than at the first call."""
+    """Import the openai package and load the trust store now (a worker at start) rather than in the
+    first call, which a run's other lanes wait for."""
     import openai  # noqa: F401
+
+    ssl_context()
+
+
+@functools.cache
+def ssl_context() -> ssl.SSLContext:
+    """The trust store (certifi's certificates, none from the environment), loaded once per process and
+    shared by every endpoint's client: loading it takes 15-85 ms of CPU, which a new run's first call
+    paid while its other lanes waited."""
+    import httpx2
+
+    return httpx2.create_ssl_context(trust_env=False)
 
 
 _clients: dict[tuple[str, str, float, bool], openai.OpenAI] = {}
@@ -144,7 +159,7 @@ def safe_http_client(*, api_key: str) -> httpx2.Client:
             limits = DEFAULT_CONNECTION_LIMITS
             # httpx takes no network backend: its pool is replaced by one whose backend checks addresses.
             self._pool = httpcore2.ConnectionPool(
-                ssl_context=httpx2.create_ssl_context(trust_env=False),
+                ssl_context=ssl_context(),
                 max_connections=limits.max_connections,
                 max_keepalive_connections=limits.max_keepalive_connections,
                 keepalive_expiry=limits.keepalive_expiry,

@@ -88,6 +88,17 @@ def test_a_lane_claims_several_calls_a_statement_while_many_are_left_then_one_at
         assert claimed == [1, 2, 3, 4, 5, 6, 7, 8]
 
 
+def test_a_lane_claims_one_at_a_time_once_another_lane_of_its_process_claimed_near_the_end(eight_calls):
+    """A lane that sent other lanes' retries for a while has an old last claim of its own: four calls
+    claimed then would keep it busy at the run's end while the other lanes idle."""
+    idle, busy = ClaimAhead(eight_calls), ClaimAhead(eight_calls)
+    assert idle.count() == busy.count() == 2
+    while busy.next() is not None and busy.last_id < eight_calls.call_ids[1] - 3:
+        pass
+    assert idle.count() == 1
+    busy.release()
+
+
 def test_calls_claimed_ahead_and_not_handed_out_are_given_back(eight_calls):
     ahead = ClaimAhead(eight_calls)
     first = ahead.next()
