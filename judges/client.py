@@ -28,7 +28,7 @@ from django.conf import settings
 from django.views.decorators.debug import sensitive_variables
 
 from . import credentials
-from .endpoint_safety import SafeNetworkBackend, unsafe_cause
+from .endpoint_safety import SafeNetworkBackend, UnsafeEndpoint, cause_of
 
 if TYPE_CHECKING:
     import httpx2
@@ -215,11 +215,18 @@ def get_client(*, base_url: str, api_key: str, timeout: float, azure: bool = Fal
 
 
 def connection_error(error: Exception) -> EndpointError:
-    """A refused address says why (it is our rule, not the network's); any other connection failure says
-    only that it failed, so the judge's connection test is no port scanner."""
-    unsafe = unsafe_cause(error)
+    """A refused address says why (it is our rule, not the network's), and so does a TLS certificate the
+    trust store does not accept (self-signed, expired, another host's: sending again cannot help); any
+    other connection failure says only that it failed, so the judge's connection test is no port scanner."""
+    unsafe = cause_of(error, UnsafeEndpoint)
     if unsafe is not None:
         return PermanentError(str(unsafe))
+    certificate = cause_of(error, ssl.SSLCertVerificationError)
+    if certificate is not None:
+        return PermanentError(
+            f"the endpoint's TLS certificate was not accepted ({certificate.verify_message}): Concord "
+            "trusts the public certificate authorities only; serve it with a certificate one of them issued"
+        )
     return TransientError(COULD_NOT_CONNECT)
 
 

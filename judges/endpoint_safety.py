@@ -171,11 +171,11 @@ class SafeNetworkBackend(httpcore2.SyncBackend):
         raise last_error
 
 
-def unsafe_cause(error: BaseException | None) -> UnsafeEndpoint | None:
-    """The UnsafeEndpoint somewhere in an exception's chain (the HTTP layers wrap it), if any."""
+def cause_of[E: BaseException](error: BaseException | None, kind: type[E]) -> E | None:
+    """The exception of type `kind` somewhere in an exception's chain (the HTTP layers wrap it), if any."""
     seen = 0
     while error is not None and seen < 10:
-        if isinstance(error, UnsafeEndpoint):
+        if isinstance(error, kind):
             return error
         error = error.__cause__ or error.__context__
         seen += 1

@@ -3,6 +3,7 @@ project try to make Concord send a server secret to a listener of theirs, reach 
 use someone else's key or cached replies. A real loopback HTTP listener records every byte it receives;
 no server secret may ever be among them."""
 
+import ipaddress
 import json
 import os
 import socket
@@ -438,6 +439,78 @@ def test_connection_test_says_could_not_connect_without_the_networks_error_text(
         for leak in ("Errno", "refused", "SSH", "RemoteProtocol", "disconnected", "timed out"):
             assert leak not in html
     garbage.close()
+
+
+def _self_signed_https_server(tmp_path) -> tuple[ThreadingHTTPServer, list[str]]:
+    """An HTTPS server on loopback with a certificate no public authority issued; records what reaches it."""
+    import datetime
+    import ssl
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    loopback = x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(loopback, critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    (tmp_path / "cert.pem").write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "key.pem").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    received: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            received.append(self.path)
+            self.send_response(500)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, received
+
+
+def test_an_endpoint_whose_certificate_no_authority_issued_is_refused_with_the_reason(
+    researcher_client, project, listener, evaluation_setup, tmp_path
+):
+    """The trust store every judge shares (one per process) still verifies: a self-signed endpoint (a local
+    vLLM behind TLS, or someone in the middle) gets no request, and the run stops at once with the reason
+    instead of retrying a connection that cannot succeed."""
+    server, received = _self_signed_https_server(tmp_path)
+    try:
+        url = f"https://127.0.0.1:{server.server_address[1]}/v1"
+        judge = make_judge(project, listener, name="self-signed", base_url=url, concurrency=2)
+        page = researcher_client.post(reverse("judge_test_connection", args=[project.slug, judge.pk]))
+        assert "TLS certificate was not accepted (self-signed certificate)" in page.content.decode()
+        run = run_to_end(judge, *evaluation_setup)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert run.status == JudgeRun.Status.FAILED
+    assert "TLS certificate was not accepted" in run.error
+    assert run.calls.get(status=JudgeCall.Status.FAILED).attempts == 1
+    assert received == []
 
 
 # -- prices -------------------------------------------------------------------------------------
