@@ -95,10 +95,6 @@ def claim_next_calls(ctx: LaneContext, count: int) -> list[tuple[JudgeCall, uuid
     return []
 
 
-# The highest call id a lane of this process claimed, per run at work here (`ClaimAhead.count`).
-_claimed_up_to: dict[int, int] = {}
-
-
 class ClaimAhead:
     """Claims a lane's next calls while its current request is in flight, so no lane waits for the
     database between two requests: CLAIM_BATCH at a time while many are left; near the run's end one at a
@@ -125,25 +121,25 @@ class ClaimAhead:
                 claimed = future.result()
             self.claimed = [Claim(call, token) for call, token in claimed]
             if claimed:
-                self.last_id = claimed[-1][0].pk
-                run_id = self.ctx.run_id
-                _claimed_up_to[run_id] = max(_claimed_up_to.get(run_id, 0), self.last_id)
+                self.last_id = max(self.last_id, claimed[-1][0].pk)
         return self.in_hand()
 
     def count(self) -> int:
         """CLAIM_BATCH while the calls after the last one claimed (the run's call ids are consecutive,
-        claimed in order: an estimate) would keep every lane busy for a few batches; else 1. The last one
-        claimed by any lane of this process: a lane's own may be long past, when it sent other lanes'
-        retries meanwhile, and four calls claimed at the end keep one lane busy while the others idle."""
-        last = max(self.last_id, _claimed_up_to.get(self.ctx.run_id, 0))
-        left = self.ctx.call_ids[1] - last
+        claimed in order: an estimate) would keep every lane busy for a few batches; else 1."""
+        left = self.ctx.call_ids[1] - self.last_id
         return CLAIM_BATCH if left > 2 * CLAIM_BATCH * self.ctx.params.concurrency else 1
 
-    def prefetch(self) -> None:
+    def prefetch(self, sending: Claim) -> None:
         """Claim the next calls in the background once none is left in hand, unless they are being
         claimed already (the lane sent a call waiting for its retry instead of the one claimed ahead).
         Near the run's end a lane claims only when it is free: a call claimed ahead would wait behind the
-        lane's current request (and retries) while other lanes run out of calls."""
+        lane's current request (and retries) while other lanes run out of calls.
+
+        `sending`, the call the lane sends now, tells how far the run's claims have got when it is another
+        lane's due retry: a lane that sent others' retries for a while has an old claim of its own, and
+        four calls claimed by that at the end kept it busy while the other lanes had nothing left."""
+        self.last_id = max(self.last_id, sending.call.pk)
         if (
             not self.claimed
             and self.future is None
@@ -160,7 +156,6 @@ class ClaimAhead:
         for claim in self.claimed:
             claim.release()
         self.claimed.clear()
-        _claimed_up_to.pop(self.ctx.run_id, None)
 
 
 def _claim_in_thread(ctx: LaneContext, count: int) -> list[tuple[JudgeCall, uuid.UUID]]:

@@ -387,7 +387,7 @@ def do_calls(ctx: LaneContext, ahead: ClaimAhead, retries: Retries, *, first_lan
                 break
             retries.sleep(ctx)
             continue
-        ahead.prefetch()
+        ahead.prefetch(claim)
         outcome = process_call(ctx, claim)
         if outcome is Outcome.WAITING:
             retries.add(claim)

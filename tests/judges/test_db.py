@@ -88,13 +88,15 @@ def test_a_lane_claims_several_calls_a_statement_while_many_are_left_then_one_at
         assert claimed == [1, 2, 3, 4, 5, 6, 7, 8]
 
 
-def test_a_lane_claims_one_at_a_time_once_another_lane_of_its_process_claimed_near_the_end(eight_calls):
+def test_a_lane_that_sent_another_lanes_retry_near_the_end_claims_one_at_a_time(eight_calls):
     """A lane that sent other lanes' retries for a while has an old last claim of its own: four calls
     claimed then would keep it busy at the run's end while the other lanes idle."""
     idle, busy = ClaimAhead(eight_calls), ClaimAhead(eight_calls)
     assert idle.count() == busy.count() == 2
-    while busy.next() is not None and busy.last_id < eight_calls.call_ids[1] - 3:
+    while (claim := busy.next()) is not None and claim.call.pk < eight_calls.call_ids[1] - 2:
         pass
+    assert claim is not None and idle.count() == 2
+    idle.prefetch(claim)  # busy's call, refused and due again, sent by the idle lane
     assert idle.count() == 1
     busy.release()
 

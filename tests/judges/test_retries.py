@@ -183,7 +183,7 @@ class _Lane:
     def next(self):
         return self.in_hand()
 
-    def prefetch(self) -> None:
+    def prefetch(self, sending) -> None:
         pass
 
 
