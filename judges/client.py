@@ -101,9 +101,9 @@ class Reply:
         }
 
 
-def load_openai() -> None:
-    """Import the openai package and load the trust store now (a worker at start) rather than in the
-    first call, which a run's other lanes wait for."""
+def preload() -> None:
+    """Import the openai package and load the trust store now (a worker at start) rather than in a run's
+    first call, which the run's other lanes wait for."""
     import openai  # noqa: F401
 
     ssl_context()

@@ -52,8 +52,8 @@ def recover_when_a_worker_starts(**_kwargs: object) -> None:
 
 @worker_init.connect
 def prepare_for_calls(**_kwargs: object) -> None:
-    """Import the LLM client when the worker starts (~1 s of CPU), not in a run's first call, which the
-    run's other lanes wait for; then keep what start-up made, which lives as long as the worker, out of
-    every later garbage collection (prefork children inherit both)."""
-    client.load_openai()
+    """Import the LLM client and load its trust store when the worker starts (~1 s of CPU), not in a run's
+    first call, which the run's other lanes wait for; then keep what start-up made, which lives as long as
+    the worker, out of every later garbage collection (prefork children inherit both)."""
+    client.preload()
     gc.freeze()
