@@ -11,16 +11,13 @@ from agreement import bootstrap as bs
 from agreement import statistics as st
 from agreement.tables import (
     Context,
-    category_codes,
     interval,
-    majority_codes,
     mean_kappa,
     pair_tables,
     pairs_of_columns,
     people_pair_tables,
     people_pairs,
     pooled_agreement,
-    row_means,
     shares_people_tables,
     two_raters,
     weighted_mean,
@@ -141,25 +138,20 @@ def confusion_matrix(ctx: Context, col: int, usable: np.ndarray) -> dict:
 def headline_intervals(ctx: Context, col: int, usable: np.ndarray, humans_n: np.ndarray) -> tuple:
     """Bootstrap CIs of the headline figures, and the verdict.
 
-    Agreement, kappa and the verdict come from one set of resamples (rows: the people's ratings,
-    the model's category, whether two or more people rated); for likert, Spearman, MAE and bias
+    Agreement, kappa and the verdict come from one set of resamples (rows: the people's pattern of
+    ratings, whether two or more people rated, the model's category); for likert, Spearman, MAE and bias
     from a second (rows: the model's exact score and the people's mean), so a judge's fractional
     scores do not multiply the distinct rows of the first.
     """
     if not usable.any():
         return {}, {}, _verdict_undefined("the model has no usable rating on an item a person rated")
-    # Rows: each person's code and value code, whether two or more people rated, the model's code.
-    rows = ctx.people_rows(usable, extra=2)
+    # Rows: the people's pattern, whether two or more rated (a function of the pattern), the model's code.
     comparable = humans_n[usable] >= 2
-    rows[:, -2] = comparable
-    rows[:, -1] = ctx.matrix.codes[usable, col]
+    rows = np.stack([ctx.patterns.of_item[usable], comparable, ctx.matrix.codes[usable, col]], axis=1)
     names = _headline_names(ctx)
     members = np.nonzero(usable)[0]
     # Items with two or more people the model did not rate: the verdict's people tables leave them out.
     left_out = np.nonzero((humans_n >= 2) & ~usable)[0]
-    # The same distinct rows, in the same order, from every other column (a view): the people's category
-    # codes are non-decreasing functions of their value codes, and whether two rated is known from those.
-    key = rows[:, 1::2]
     point, ci = bs.bootstrap(
         rows,
         lambda u, w: _headline_figures(ctx, u, w, names, left_out),
@@ -167,7 +159,6 @@ def headline_intervals(ctx: Context, col: int, usable: np.ndarray, humans_n: np.
         seed=ctx.seed,
         shared=ctx.resampler,
         members=members,
-        key=key,
     )
     intervals = {name: interval(ci, k) for k, name in enumerate(names)}
     if ctx.data.is_likert:
@@ -222,19 +213,12 @@ def _headline_rows(ctx: Context, unique: np.ndarray) -> _HeadlineRows:
     key = ("headline", id(unique))
     if key in ctx.plans and ctx.plans[key][0] is unique:
         return ctx.plans[key][1]
-    k = len(ctx.human_cols)
-    model_code = unique[:, -1]
-    people = unique[:, :-2].reshape(unique.shape[0], k, 2)
-    human_codes = people[:, :, 0]
-    if ctx.data.is_likert:
-        mean = row_means(ctx.numbers(people[:, :, 1]))
-        ref_code = category_codes(mean[:, None], ctx.data)[:, 0]
-    else:
-        ref_code = majority_codes(st.category_counts(human_codes, ctx.levels))
+    patterns, model_code = unique[:, 0], unique[:, 2]
+    ref_code = ctx.pattern_references[patterns]
     ok = (ref_code >= 0) & (model_code >= 0)
-    comparable = unique[:, -2] == 1
+    comparable = unique[:, 1] == 1
     rows = _HeadlineRows(
-        codes=np.concatenate([human_codes, model_code[:, None]], axis=1),
+        codes=np.concatenate([ctx.patterns.codes[patterns], model_code[:, None]], axis=1),
         majority_cell=np.where(ok, model_code * ctx.levels + ref_code, -1),
         comparable=comparable,
         incomparable=~comparable,

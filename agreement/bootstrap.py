@@ -27,7 +27,6 @@ def bootstrap(
     budget: int = 4_000_000,
     shared: ItemResamples | None = None,
     members: np.ndarray | None = None,
-    key: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Point estimates and percentile confidence intervals over items, for every output of `statistic`.
 
@@ -41,14 +40,13 @@ def bootstrap(
     their own row, take the Poisson weights of these items from the report's one set instead of
     drawing new ones, and evaluate `statistic` on the rows themselves (the set's seed and resamples
     apply). With fewer distinct rows, drawing for them alone is cheaper than reading every item.
-    `key`: fewer columns with the same distinct rows in the same order (see `unique_rows`).
     Returns (point (k,), intervals (k, 2) or None when there are no items).
     """
     rows = np.asarray(rows)
     n = rows.shape[0]
     if n == 0:
         return np.atleast_1d(statistic(rows, np.zeros((1, 0)))).reshape(-1), None
-    unique, counts = unique_rows(rows.reshape(n, -1), key=key)
+    unique, counts = unique_rows(rows.reshape(n, -1))
     unique = unique.reshape((unique.shape[0], *rows.shape[1:]))
     if not _multinomial(counts, n):
         # The rows seen equally often side by side, so that each count's Poisson weights are drawn into

@@ -38,23 +38,24 @@ def human_human(ctx: Context, names: list[str]) -> dict:
             out["why"][metric] = f"{why}: nothing to compare"
         out["pairs"] = []
         return out
-    rows = ctx.people_rows(mask).reshape(-1, len(cols), 2)
-    # Only the values people gave: a judge's fractional scores must not widen the people's table.
-    present = rows[:, :, 1] >= 0
-    used, compact = np.unique(rows[:, :, 1][present], return_inverse=True)
-    rows[:, :, 1][present] = compact
+    # Rows: each item's pattern of ratings. Only the values people gave: a judge's fractional scores must not
+    # widen the people's table (renumbering keeps their order, so the patterns' order too).
+    patterns = ctx.patterns
+    given = patterns.value_codes[np.count_nonzero(patterns.value_codes >= 0, axis=1) >= 2]  # those of `mask`
+    used = np.unique(given[given >= 0])
+    renumbered = np.full(ctx.value_levels.shape[0] + 1, -1, dtype=np.int64)  # the last entry: -1 stays -1
+    renumbered[used] = np.arange(used.shape[0])
     levels = ctx.value_levels[used]
     headline = ["krippendorff_alpha", "percent_agreement", "cohen_kappa"]
     if ctx.tie is not None:
         headline += ["agreement_with_ties", "agreement_without_ties"]
     point, ci = bs.bootstrap(
-        rows,
-        lambda u, w: _human_figures(ctx, u, w, headline, levels),
+        patterns.of_item[mask],
+        lambda u, w: _human_figures(ctx, u, w, headline, levels, renumbered),
         resamples=ctx.resamples,
         seed=ctx.seed,
         shared=ctx.resampler,
         members=np.nonzero(mask)[0],
-        key=rows[:, :, 1],  # each person's category code is a non-decreasing function of the value's code
     )
     whys = {
         "krippendorff_alpha": f"{st.ALL_IDENTICAL}: alpha undefined",
@@ -83,20 +84,30 @@ def human_human(ctx: Context, names: list[str]) -> dict:
 
 
 def _human_figures(
-    ctx: Context, unique: np.ndarray, w: np.ndarray, headline: list[str], levels: np.ndarray
+    ctx: Context,
+    unique: np.ndarray,
+    w: np.ndarray,
+    headline: list[str],
+    levels: np.ndarray,
+    renumbered: np.ndarray,
 ) -> np.ndarray:
-    codes, value_codes = unique[:, :, 0], unique[:, :, 1]
+    """`unique`: patterns (`Context.patterns`); `renumbered`: each value code's among `levels`."""
     key = ("people", id(unique))
     if key not in ctx.plans or ctx.plans[key][0] is not unique:
+        codes = ctx.patterns.codes[unique]
         counts = st.category_counts(codes, ctx.levels)
-        alpha_counts = st.category_counts(value_codes, levels.shape[0]) if ctx.data.is_likert else counts
+        if ctx.data.is_likert:
+            alpha_counts = st.category_counts(renumbered[ctx.patterns.value_codes[unique]], levels.shape[0])
+        else:
+            alpha_counts = counts
         # Every linear figure's per-row terms side by side, so one product reads the weights once:
         # the alpha coincidences, then agreeing pairs and pairs with and without the tie label.
         columns = [st.alpha_contributions(alpha_counts), st.pair_agreement_columns(counts)]
         if ctx.tie is not None:
             columns.append(st.pair_agreement_columns(counts, exclude=ctx.tie))
-        ctx.plans[key] = (unique, np.concatenate(columns, axis=1))
-    sums = st._wsum(w, ctx.plans[key][1])
+        ctx.plans[key] = (unique, np.concatenate(columns, axis=1), codes)
+    _, columns, codes = ctx.plans[key]
+    sums = st._wsum(w, columns)
     side = levels.shape[0] if ctx.data.is_likert else ctx.levels
     width = side * side
     out = []

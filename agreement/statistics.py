@@ -627,20 +627,18 @@ def unique_ids(ids: np.ndarray, *, return_inverse: bool = False) -> Any:
     return unique, (np.cumsum(seen) - 1)[ids - low]
 
 
-def unique_rows(rows: np.ndarray, *, return_inverse: bool = False, key: np.ndarray | None = None) -> tuple:
+def unique_rows(rows: np.ndarray, *, return_inverse: bool = False) -> tuple:
     """Distinct rows of an integer matrix and how often each occurs (and each row's index, if asked).
 
     Packs each row into one int64 (mixed radix over each column's range), renumbering the distinct
-    keys whenever the next column would overflow it: far faster than sorting rows as records.
-    `key` (optional, one row per row of `rows`): fewer columns that give the same distinct rows in the
-    same order, i.e. each column of `rows` a non-decreasing function of a key column before it or of the
-    key columns up to it (e.g. each rating's category code beside its value code): packed instead.
+    keys whenever the next column would overflow it: far faster than sorting rows as records. The rows
+    come in lexicographic order.
     """
     rows = np.asarray(rows, dtype=np.int64)
     if rows.shape[1] == 0:
         result = (rows[:1], np.array([rows.shape[0]]), np.zeros(rows.shape[0], dtype=np.int64))
         return result if return_inverse else result[:2]
-    packed = _packed_rows(rows if key is None else np.asarray(key, dtype=np.int64))
+    packed = _packed_rows(rows)
     _, first, inverse, counts = np.unique(packed, return_index=True, return_inverse=True, return_counts=True)
     return (rows[first], counts, inverse) if return_inverse else (rows[first], counts)
 

@@ -30,6 +30,15 @@ class Matrix:
     value_codes: np.ndarray  # int index into levels, -1 where missing
 
 
+@dataclass(frozen=True)
+class Patterns:
+    """The distinct rows of the people's value codes (`Context.patterns`)."""
+
+    of_item: np.ndarray  # (items,) each item's pattern
+    value_codes: np.ndarray  # (patterns, people) -1 where the person did not rate
+    codes: np.ndarray  # (patterns, people) category codes, -1 where the person did not rate
+
+
 def to_matrix(data: RubricRatings, rater_ids: list[int]) -> Matrix:
     usable = np.isfinite(data.values)
     item_ids, rows = st.unique_ids(data.item_ids[usable], return_inverse=True)
@@ -132,16 +141,23 @@ class Context:
             return self.data.labels.index(PAIRWISE_TIE)
         return None
 
-    def people_rows(self, mask: np.ndarray, extra: int = 0) -> np.ndarray:
-        """Bootstrap rows of the chosen items: (items, 2 x people + extra), each person's int code and
-        value code (-1 missing) side by side, then `extra` columns for the caller to fill. Written in
-        place from views of the people's columns (a third of the time of stacking copies)."""
-        k = len(self.human_cols)
-        out = np.empty((np.count_nonzero(mask), 2 * k + extra), dtype=np.int64)
-        pairs = out[:, : 2 * k].reshape(out.shape[0], k, 2)  # a view: each row's pairs are contiguous
-        pairs[:, :, 0] = self.matrix.codes[mask, self.people]
-        pairs[:, :, 1] = self.matrix.value_codes[mask, self.people]
-        return out
+    @computed_once
+    def patterns(self) -> Patterns:
+        """The distinct patterns of the people's ratings (each person's value code, -1 where missing) and each
+        item's, numbered in the patterns' lexicographic order: a bootstrap row names its items' pattern
+        instead of carrying every person's codes (with 20 people, 40 columns), in the same order."""
+        value_codes, _, of_item = st.unique_rows(self.matrix.value_codes[:, self.people], return_inverse=True)
+        codes = np.append(category_codes(self.value_levels, self.data), -1)[value_codes]
+        return Patterns(of_item=of_item, value_codes=value_codes, codes=codes)
+
+    @computed_once
+    def pattern_references(self) -> np.ndarray:
+        """(patterns,) the category code of each pattern's reference (`reference`): its majority or mean."""
+        patterns = self.patterns
+        if self.data.is_likert:
+            mean = row_means(self.numbers(patterns.value_codes))
+            return category_codes(mean[:, None], self.data)[:, 0]
+        return majority_codes(st.category_counts(patterns.codes, self.levels))
 
     def numbers(self, value_codes: np.ndarray) -> np.ndarray:
         return decode_values(value_codes, self.value_levels)
