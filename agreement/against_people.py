@@ -203,8 +203,7 @@ def _headline_names(ctx: Context) -> list[str]:
 class _HeadlineRows:
     """What the headline figures need from the distinct rows, worked out once for every chunk of resamples."""
 
-    codes: np.ndarray  # people's codes, then the model's
-    majority_cell: np.ndarray  # (model, people's majority or rounded mean) confusion cell, -1 without one
+    codes: np.ndarray  # people's codes, the model's, then the people's majority or rounded mean (-1: none)
     comparable: np.ndarray  # two or more people rated the row (bool)
     incomparable: np.ndarray  # the other rows
 
@@ -214,12 +213,12 @@ def _headline_rows(ctx: Context, unique: np.ndarray) -> _HeadlineRows:
     if key in ctx.plans and ctx.plans[key][0] is unique:
         return ctx.plans[key][1]
     patterns, model_code = unique[:, 0], unique[:, 2]
-    ref_code = ctx.pattern_references[patterns]
-    ok = (ref_code >= 0) & (model_code >= 0)
     comparable = unique[:, 1] == 1
     rows = _HeadlineRows(
-        codes=np.concatenate([ctx.patterns.codes[patterns], model_code[:, None]], axis=1),
-        majority_cell=np.where(ok, model_code * ctx.levels + ref_code, -1),
+        codes=np.concatenate(
+            [ctx.patterns.codes[patterns], model_code[:, None], ctx.pattern_references[patterns][:, None]],
+            axis=1,
+        ),
         comparable=comparable,
         incomparable=~comparable,
     )
@@ -233,8 +232,23 @@ def _headline_figures(
     k = len(ctx.human_cols)
     rows = _headline_rows(ctx, unique)
     results = {}
-    levels = ctx.levels
-    confusion = st.grouped_sums(w, rows.majority_cell, levels * levels).reshape(w.shape[0], levels, levels)
+    # Every figure comes from pairs' tables, all from one product with the weights: the model against
+    # each person, against the people's majority (its confusion matrix), and, outside the shared
+    # resamples, the people against each other on the same rows (the verdict's). Percent agreement is a
+    # table's diagonal over its total.
+    each_person, majority = [(h, k) for h in range(k)], [(k, k + 1)]
+    shared = shares_people_tables(ctx)
+    people = [] if shared else people_pairs(ctx)
+    tables = pair_tables(
+        ctx, rows.codes, w, each_person + majority + people, anchor=unique, only=rows.comparable
+    )
+    if rows.incomparable.any():  # the items with one person count in "each" and the majority, not the verdict
+        others = pair_tables(
+            ctx, rows.codes, w, each_person + majority, anchor=unique, only=rows.incomparable
+        )
+    else:
+        others = np.zeros_like(tables[:, :, : k + 1])
+    confusion = np.moveaxis(tables[:, :, k] + others[:, :, k], -1, 0)  # (B, model, people)
     results["maj:percent_agreement"] = st._divide(
         np.trace(confusion, axis1=1, axis2=2), confusion.sum(axis=(1, 2))
     )
@@ -246,22 +260,12 @@ def _headline_figures(
             np.trace(kept, axis1=1, axis2=2), kept.sum(axis=(1, 2))
         )
     # The verdict compares, on items with two or more people, the model against each person with
-    # the people against each other; the "each" figures add the items with one person. Every figure
-    # comes from the pairs' tables: percent agreement is their diagonal over their total.
-    all_pairs = [(h, k) for h in range(k)]
-    # Outside the shared resamples, the people's pairs on the same rows in the same product: the weights
-    # are read once for both.
-    shared = shares_people_tables(ctx)
-    people = [] if shared else people_pairs(ctx)
-    tables = pair_tables(ctx, rows.codes, w, all_pairs + people, anchor=unique, only=rows.comparable)
+    # the people against each other; the "each" figures add the items with one person.
     model_tables = tables[:, :, :k]
-    people_tables = _shared_people_tables(ctx, left_out) if shared else tables[:, :, k:]
+    people_tables = _shared_people_tables(ctx, left_out) if shared else tables[:, :, k + 1 :]
     results["verdict:kappa_model"] = mean_kappa(ctx, model_tables)
     results["verdict:pa_model"] = pooled_agreement(model_tables)
-    if rows.incomparable.any():
-        model_tables = model_tables + pair_tables(
-            ctx, rows.codes, w, all_pairs, anchor=unique, only=rows.incomparable
-        )
+    model_tables = model_tables + others[:, :, :k]
     results["each:cohen_kappa"] = mean_kappa(ctx, model_tables)
     results["each:percent_agreement"] = pooled_agreement(model_tables)
     if ctx.tie is not None:
