@@ -17,7 +17,6 @@ missing rating. Categories are integer codes 0..L-1 in scale order.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -611,53 +610,59 @@ def f1_per_label(
 
 
 def unique_ids(ids: np.ndarray, *, return_inverse: bool = False) -> Any:
-    """np.unique of integer ids (database keys), and each one's index if asked: the same arrays, from a
-    table over the ids' range when it is at most 4x their count instead of a sort (the 100k items of
-    500k ratings: ~5 instead of ~60 ms)."""
+    """np.unique of integer ids (database keys), and each one's index if asked: the same arrays (see
+    `unique_rows`: a table over the ids' range instead of a sort when the range is small)."""
     ids = np.asarray(ids, dtype=np.int64)
-    low = int(ids.min()) if ids.shape[0] else 0
-    span = int(ids.max()) - low + 1 if ids.shape[0] else 0
-    if not 0 < span <= 4 * ids.shape[0]:
-        return np.unique(ids, return_inverse=True) if return_inverse else np.unique(ids)
-    seen = np.zeros(span, dtype=bool)
-    seen[ids - low] = True
-    unique = np.flatnonzero(seen) + low
-    if not return_inverse:
-        return unique
-    return unique, (np.cumsum(seen) - 1)[ids - low]
+    unique, _, inverse = unique_rows(ids[:, None], return_inverse=True)
+    return (unique[:, 0], inverse) if return_inverse else unique[:, 0]
 
 
 def unique_rows(rows: np.ndarray, *, return_inverse: bool = False) -> tuple:
-    """Distinct rows of an integer matrix and how often each occurs (and each row's index, if asked).
+    """Distinct rows of an integer matrix and how often each occurs (and each row's index, if asked), in
+    lexicographic order: np.unique(rows, axis=0)'s arrays.
 
     Packs each row into one int64 (mixed radix over each column's range), renumbering the distinct
-    keys whenever the next column would overflow it: far faster than sorting rows as records. The rows
-    come in lexicographic order.
+    keys whenever the next column would overflow it: far faster than sorting rows as records. When the
+    keys span at most 4x the rows, a table over their range finds them without sorting (the 100k items
+    of a report: ~1 instead of ~8 ms).
     """
     rows = np.asarray(rows, dtype=np.int64)
-    if rows.shape[1] == 0:
-        result = (rows[:1], np.array([rows.shape[0]]), np.zeros(rows.shape[0], dtype=np.int64))
+    n = rows.shape[0]
+    if rows.shape[1] == 0 or n == 0:
+        result = (rows[:1], np.array([n] if n else [], dtype=np.int64), np.zeros(n, dtype=np.int64))
         return result if return_inverse else result[:2]
     packed = _packed_rows(rows)
-    _, first, inverse, counts = np.unique(packed, return_index=True, return_inverse=True, return_counts=True)
-    return (rows[first], counts, inverse) if return_inverse else (rows[first], counts)
+    low = int(packed.min())
+    span = int(packed.max()) - low + 1
+    if span <= 4 * n:
+        key = packed - low
+        seen = np.bincount(key, minlength=span)
+        present = np.flatnonzero(seen)
+        at = np.empty(span, dtype=np.intp)
+        at[key] = np.arange(n)  # some row with each key: they are all the same row
+        unique, counts = rows[at[present]], seen[present]
+        inverse = (np.cumsum(seen > 0) - 1)[key] if return_inverse else None
+    else:
+        _, first, inverse, counts = np.unique(
+            packed, return_index=True, return_inverse=True, return_counts=True
+        )
+        unique = rows[first]
+    return (unique, counts, inverse) if return_inverse else (unique, counts)
 
 
 def _packed_rows(rows: np.ndarray) -> np.ndarray:
-    """One int64 per row, in the rows' lexicographic order."""
-    low = rows.min(axis=0)
-    span = rows.max(axis=0) - low + 1
-    if math.prod(span.tolist()) < 2**62:  # fits: one product with the place values (half the time)
-        place = np.ones(rows.shape[1], dtype=np.int64)
-        place[:-1] = np.cumprod(span[:0:-1])[::-1]
-        return (rows - low) @ place
+    """One int64 per row, in the rows' lexicographic order: column by column (each column's range read from
+    the column itself: ~10x faster than min and max along the rows for a few columns)."""
     key = np.zeros(rows.shape[0], dtype=np.int64)
     key_span = 1
     for column in range(rows.shape[1]):
-        if key_span * int(span[column]) >= 2**62:
+        values = rows[:, column]
+        low = int(values.min())
+        span = int(values.max()) - low + 1
+        if key_span * span >= 2**62:
             # Renumber the distinct keys so far 0..k-1 before packing more columns on top.
             _, key = np.unique(key, return_inverse=True)
             key_span = int(key.max()) + 1
-        key = key * span[column] + (rows[:, column] - low[column])
-        key_span *= int(span[column])
+        key = key * span + (values - low)
+        key_span *= span
     return key

@@ -227,15 +227,20 @@ def test_poisson_bootstrap_of_thousands_of_patterns_has_the_spread_of_resampling
     assert_spread_of_resampling_items(rows)
 
 
-def test_unique_rows_wider_than_one_int64_are_numpys_in_lexicographic_order():
-    # 24 people's value codes (-1 missing): more columns than one int64 packs, so the distinct keys are
-    # renumbered on the way.
+def test_unique_rows_are_numpys_in_lexicographic_order_by_a_sort_or_a_table():
     rng = np.random.default_rng(12)
-    rows = np.where(rng.random((5000, 24)) < 0.8, -1, rng.integers(0, 9, (5000, 24)))
-    got = st.unique_rows(rows, return_inverse=True)
-    unique, inverse, counts = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
-    for a, b in zip(got, (unique, counts, inverse.reshape(-1)), strict=True):
-        assert np.array_equal(a, b)
+    # 24 people's value codes (-1 missing): more columns than one int64 packs, so the distinct keys are
+    # renumbered on the way; then keys over a range small enough for a table (a pattern, a flag, a code).
+    wide = np.where(rng.random((5000, 24)) < 0.8, -1, rng.integers(0, 9, (5000, 24)))
+    narrow = np.stack(
+        [rng.integers(0, 900, 5000), rng.integers(0, 2, 5000), rng.integers(-1, 5, 5000)], axis=1
+    )
+    for rows in [wide, narrow, narrow[:, :1], np.full((7, 2), 3)]:
+        got = st.unique_rows(rows, return_inverse=True)
+        unique, inverse, counts = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
+        for a, b in zip(got, (unique, counts, inverse.reshape(-1)), strict=True):
+            assert np.array_equal(a, b)
+        assert all(np.array_equal(a, b) for a, b in zip(st.unique_rows(rows), (unique, counts), strict=True))
 
 
 def test_unique_ids_are_numpys_with_and_without_a_table_over_their_range():
