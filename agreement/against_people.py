@@ -216,7 +216,7 @@ def _headline_rows(ctx: Context, unique: np.ndarray) -> _HeadlineRows:
     comparable = unique[:, 1] == 1
     rows = _HeadlineRows(
         codes=np.concatenate(
-            [ctx.patterns.codes[patterns], model_code[:, None], ctx.pattern_references[patterns][:, None]],
+            [ctx.patterns.codes[patterns], model_code[:, None], ctx.pattern_reference[1][patterns][:, None]],
             axis=1,
         ),
         comparable=comparable,

@@ -28,7 +28,7 @@ from agreement.against_people import ModelFigures, disagreement_list, model_repo
 from agreement.estimates import ppi_entry
 from agreement.people import human_human, human_summaries
 from agreement.reading import RubricRatings, items_matching, load_ratings, metadata_values, rater_directory
-from agreement.split import growth_entry, held_out, split_entry
+from agreement.split import growth_entry, growth_order, held_out, split_entry
 from agreement.stand_in import AltTestSettings, alt_test_entry
 from agreement.tables import Context, distribution, to_matrix
 from datasets.models import Item
@@ -367,6 +367,8 @@ def rubric_report(
         )
         # Each model's point figures while the bootstraps run, then its figures against the people.
         parts = []
+        if split_key is not None:  # the same for every model
+            held, order = held_out(split_key, matrix.item_ids), growth_order(split_key, matrix.item_ids)
         for offset, rater_id in enumerate(models):
             col = len(humans) + offset
             info = raters[rater_id]
@@ -383,8 +385,8 @@ def rubric_report(
                 "ppi": ppi_entry(context, col),
             }
             if split_key is not None:
-                part["split"] = split_entry(context, col, held_out(split_key, matrix.item_ids))
-                part["growth"] = growth_entry(context, col, split_key)
+                part["split"] = split_entry(context, col, held)
+                part["growth"] = growth_entry(context, col, order)
             parts.append(part)
             block.distribution[info["name"]] = distribution(matrix.codes[:, [col]], len(data.labels))
             if disagreements:

@@ -63,17 +63,20 @@ def split_entry(ctx: Context, col: int, held: np.ndarray) -> dict:
     return out
 
 
-def growth_entry(ctx: Context, col: int, split_key: int, steps: int = 10) -> dict:
+def growth_order(split_key: int, item_ids: np.ndarray) -> np.ndarray:
+    """The fixed shuffle of the items that `growth_entry` adds them in: indices into `item_ids`."""
+    seed = _mix(np.array([split_key], dtype=np.uint64))[0]
+    return np.argsort(_mix(np.asarray(item_ids, dtype=np.int64).astype(np.uint64) ^ seed), kind="stable")
+
+
+def growth_entry(ctx: Context, col: int, order: np.ndarray, steps: int = 10) -> dict:
     """`raters[].growth`: the model's agreement with the people's majority (likert: rounded mean) on
-    the first k human-rated items of a fixed shuffle, k growing in `steps`, with 95% Wilson intervals:
-    how the figure settles as human labels are added."""
+    the first k human-rated items of a fixed shuffle (`growth_order` of the matrix's items), k growing
+    in `steps`, with 95% Wilson intervals: how the figure settles as human labels are added."""
     _, ref_codes = ctx.reference
     usable = np.isfinite(ctx.matrix.values[:, col]) & (ref_codes >= 0)
-    ids = ctx.matrix.item_ids[usable]
-    order = np.argsort(
-        _mix(ids.astype(np.uint64) ^ _mix(np.array([split_key], dtype=np.uint64))[0]), kind="stable"
-    )
-    hits = (ctx.matrix.codes[usable, col] == ref_codes[usable])[order]
+    order = order[usable[order]]
+    hits = ctx.matrix.codes[order, col] == ref_codes[order]
     total = int(hits.shape[0])
     points = []
     for k in sorted(

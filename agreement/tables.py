@@ -151,13 +151,15 @@ class Context:
         return Patterns(of_item=of_item, value_codes=value_codes, codes=codes)
 
     @computed_once
-    def pattern_references(self) -> np.ndarray:
-        """(patterns,) the category code of each pattern's reference (`reference`): its majority or mean."""
+    def pattern_reference(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each pattern's people's majority code (categorical, pairwise) or mean (likert), and its category
+        code (-1 without one)."""
         patterns = self.patterns
         if self.data.is_likert:
             mean = row_means(self.numbers(patterns.value_codes))
-            return category_codes(mean[:, None], self.data)[:, 0]
-        return majority_codes(st.category_counts(patterns.codes, self.levels))
+            return mean, category_codes(mean[:, None], self.data)[:, 0]
+        majority = majority_codes(st.category_counts(patterns.codes, self.levels))
+        return majority.astype(np.float64), majority
 
     def numbers(self, value_codes: np.ndarray) -> np.ndarray:
         return decode_values(value_codes, self.value_levels)
@@ -165,18 +167,19 @@ class Context:
     @computed_once
     def reference(self) -> tuple[np.ndarray, np.ndarray]:
         """The people's majority (or mean) on each item and its category code, shared by every model."""
-        return human_reference(self)
+        values, codes = self.pattern_reference
+        return values[self.patterns.of_item], codes[self.patterns.of_item]
 
     @computed_once
     def reference_levels(self) -> tuple[np.ndarray, np.ndarray]:
         """The distinct values of the people's reference (`reference`) and each item's index into them."""
-        levels, codes = np.unique(self.reference[0], return_inverse=True)
-        return levels, codes.reshape(-1)
+        levels, codes = np.unique(self.pattern_reference[0], return_inverse=True)
+        return levels, codes.reshape(-1)[self.patterns.of_item]
 
     @computed_once
     def people_counts(self) -> np.ndarray:
         """(items, labels) how many people gave each label (likert: scale point) on each item."""
-        return st.category_counts(self.human_codes, self.levels)
+        return st.category_counts(self.patterns.codes, self.levels)[self.patterns.of_item]
 
     @computed_once
     def value_levels(self) -> np.ndarray:
@@ -541,15 +544,6 @@ def weighted_mean(entries: list[dict], metric: str) -> tuple[float | None, str]:
         return None, f"{metric} undefined for every pair"
     values, weights = zip(*pairs, strict=True)
     return float(np.average(values, weights=weights)), ""
-
-
-def human_reference(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
-    """Per item: the people's majority code (categorical, pairwise) or mean (likert) and its rounded code."""
-    if ctx.data.is_likert:
-        mean = row_means(ctx.matrix.values[:, ctx.people])
-        return mean, category_codes(mean[:, None], ctx.data)[:, 0]
-    majority = majority_codes(ctx.people_counts)
-    return majority.astype(np.float64), majority
 
 
 def majority_codes(counts: np.ndarray) -> np.ndarray:
