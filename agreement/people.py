@@ -133,7 +133,7 @@ def _human_figures(
 
 def human_pairs(ctx: Context, names: list[str]) -> list[dict]:
     people = list(itertools.combinations(range(len(ctx.human_cols)), 2))
-    figures = pairs_of_columns(ctx, [(ctx.human_cols[a], ctx.human_cols[b]) for a, b in people])
+    figures = pairs_of_columns(ctx, people, ctx.pattern_columns)  # the people are the first columns
     return [
         {"a": names[a], "b": names[b], **entry}
         for (a, b), entry in zip(people, figures, strict=True)

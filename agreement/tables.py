@@ -31,6 +31,18 @@ class Matrix:
 
 
 @dataclass(frozen=True)
+class Columns:
+    """Ratings column by column: (columns, rows) arrays, one contiguous row per column, so that gathering
+    many rows of one column reads them nearly in order."""
+
+    rated_rows: list[np.ndarray]  # for each column, the rows it rated, ascending
+    rated: np.ndarray  # (columns, rows) bool
+    codes: np.ndarray  # (columns, rows) category codes, -1 where missing
+    value_codes: np.ndarray  # (columns, rows) value codes, -1 where missing
+    weights: np.ndarray | None = None  # (rows,) how many items each row stands for; None: one each
+
+
+@dataclass(frozen=True)
 class Patterns:
     """The distinct rows of the people's value codes (`Context.patterns`)."""
 
@@ -200,10 +212,28 @@ class Context:
         return np.ascontiguousarray(np.isfinite(self.matrix.values).T)
 
     @computed_once
-    def by_column(self) -> tuple[np.ndarray, np.ndarray]:
-        """The matrix's codes and value codes, (columns, items): gathering many items of one column
-        reads them nearly in order (from the (items, columns) matrix, one cache line per rating)."""
-        return np.ascontiguousarray(self.matrix.codes.T), np.ascontiguousarray(self.matrix.value_codes.T)
+    def columns(self) -> Columns:
+        """The matrix column by column, one row per item (what `pairs_of_columns` reads)."""
+        return Columns(
+            rated_rows=self.rated_rows,
+            rated=self.rated_by_column,
+            codes=np.ascontiguousarray(self.matrix.codes.T),
+            value_codes=np.ascontiguousarray(self.matrix.value_codes.T),
+        )
+
+    @computed_once
+    def pattern_columns(self) -> Columns:
+        """The people's columns over their patterns, each row standing for the items with that pattern:
+        the people's pairs read a third as many rows (or fewer) as over the items."""
+        patterns = self.patterns
+        rated = np.ascontiguousarray(patterns.value_codes.T >= 0)
+        return Columns(
+            rated_rows=[np.flatnonzero(row) for row in rated],
+            rated=rated,
+            codes=np.ascontiguousarray(patterns.codes.T),
+            value_codes=np.ascontiguousarray(patterns.value_codes.T),
+            weights=np.bincount(patterns.of_item, minlength=patterns.codes.shape[0]).astype(np.float64),
+        )
 
     @computed_once
     def values_given(self) -> np.ndarray:
@@ -378,38 +408,51 @@ def two_raters(
 PAIR_CELLS_BUDGET = 8_000_000  # float64 cells of the value tables of every pair (64 MB)
 
 
-def pairs_of_columns(ctx: Context, pairs: list[tuple[int, int]]) -> list[dict | None]:
+def pairs_of_columns(
+    ctx: Context, pairs: list[tuple[int, int]], columns: Columns | None = None
+) -> list[dict | None]:
     """two_raters of each pair of matrix columns (a, b) on the items both rated, plus "items"; None
     for a pair without such an item. The same figures as calling two_raters pair by pair, from one
     contingency table of each pair: the whole counts are summed in one pass over every pair's items
     and each figure computed for all pairs at once (identical to two_raters, or within 1e-15).
+    `columns`: where to read them (default `ctx.columns`, the items; `ctx.pattern_columns` for people).
     """
+    columns = ctx.columns if columns is None else columns
     values_a = _values_given(ctx, sorted({a for a, _ in pairs}))
     values_b = _values_given(ctx, sorted({b for _, b in pairs}))
     size_a, size_b = values_a.shape[0], values_b.shape[0]
     cells = size_a * size_b if ctx.data.is_likert else ctx.levels * ctx.levels
     if len(pairs) * cells > PAIR_CELLS_BUDGET:
         return [_two_columns(ctx, a, b) for a, b in pairs]
-    shared = [_shared_rows(ctx, a, b) for a, b in pairs]
+    shared = [_shared_rows(columns, a, b) for a, b in pairs]
     pair = np.repeat(np.arange(len(pairs)), [rows.shape[0] for rows in shared])
     rows = np.concatenate(shared) if shared else np.zeros(0, dtype=np.int64)
+    weights = None if columns.weights is None else columns.weights[rows]
     col_a = np.array([a for a, _ in pairs], dtype=np.int64)[pair]
     col_b = np.array([b for _, b in pairs], dtype=np.int64)[pair]
-    # From the column-major copies, by flat index (numpy's 2-D fancy indexing costs ~5x more): each
+    # By flat index into the column-major arrays (numpy's 2-D fancy indexing costs ~5x more): each
     # pair's rows ascending in one column, read nearly in order.
-    codes, value_codes = (array.ravel() for array in ctx.by_column)
-    at_a, at_b = col_a * ctx.matrix.codes.shape[0] + rows, col_b * ctx.matrix.codes.shape[0] + rows
+    codes, value_codes = columns.codes.ravel(), columns.value_codes.ravel()
+    width = columns.codes.shape[1]
+    at_a, at_b = col_a * width + rows, col_b * width + rows
     ca, cb = np.take(codes, at_a), np.take(codes, at_b)
     k, levels = len(pairs), ctx.levels
 
     def per_pair(selected: np.ndarray) -> np.ndarray:
-        return np.bincount(pair, weights=selected.astype(np.float64), minlength=k)
+        chosen = selected if weights is None else selected * weights
+        return np.bincount(pair, weights=chosen.astype(np.float64), minlength=k)
 
-    items = np.bincount(pair, minlength=k)
+    def tally(cells: np.ndarray, size: int, kept: np.ndarray | None = None) -> np.ndarray:
+        """How many items fall in each cell (`kept`: the pairs' rows that `cells` are of, if not all)."""
+        return np.bincount(
+            cells, weights=weights if weights is None or kept is None else weights[kept], minlength=size
+        )
+
+    items = tally(pair, k).astype(np.int64)
     agree = per_pair(ca == cb)
     valid = (ca >= 0) & (cb >= 0)
-    confusion = np.bincount(
-        pair[valid] * levels * levels + ca[valid] * levels + cb[valid], minlength=k * levels * levels
+    confusion = tally(
+        pair[valid] * levels * levels + ca[valid] * levels + cb[valid], k * levels * levels, valid
     ).reshape(k, levels, levels)
     figures: dict[str, list[st.Stat]] = {
         "percent_agreement": [st.Stat(float(agree[n] / max(items[n], 1))) for n in range(k)],
@@ -423,7 +466,7 @@ def pairs_of_columns(ctx: Context, pairs: list[tuple[int, int]]) -> list[dict | 
     if ctx.data.is_likert:
         va = _renumber(values_a, ctx)[np.take(value_codes, at_a)]
         vb = _renumber(values_b, ctx)[np.take(value_codes, at_b)]
-        tables = np.bincount(pair * size_a * size_b + va * size_b + vb, minlength=k * size_a * size_b)
+        tables = tally(pair * size_a * size_b + va * size_b + vb, k * size_a * size_b)
         numeric = st.table_figures(
             tables.reshape(k, size_a, size_b).astype(np.float64),
             ctx.value_levels[values_a],
@@ -460,13 +503,13 @@ def pairs_of_columns(ctx: Context, pairs: list[tuple[int, int]]) -> list[dict | 
     return out
 
 
-def _shared_rows(ctx: Context, a: int, b: int) -> np.ndarray:
-    """The rows (items) both columns rated, ascending: the rows of the one that rated fewer, kept where
-    the other rated too."""
-    if ctx.rated_rows[b].shape[0] < ctx.rated_rows[a].shape[0]:
+def _shared_rows(columns: Columns, a: int, b: int) -> np.ndarray:
+    """The rows both columns rated, ascending: the rows of the one that rated fewer, kept where the other
+    rated too."""
+    if columns.rated_rows[b].shape[0] < columns.rated_rows[a].shape[0]:
         a, b = b, a
-    rows = ctx.rated_rows[a]
-    return rows[ctx.rated_by_column[b, rows]]
+    rows = columns.rated_rows[a]
+    return rows[columns.rated[b, rows]]
 
 
 def _values_given(ctx: Context, cols: list[int]) -> np.ndarray:
@@ -503,7 +546,7 @@ def _numeric_stats(numeric: dict[str, np.ndarray]) -> dict[str, list[st.Stat]]:
 def _two_columns(ctx: Context, a: int, b: int) -> dict | None:
     """two_raters of matrix columns a and b on the items both rated, plus "items"; None without any."""
     matrix = ctx.matrix
-    shared = _shared_rows(ctx, a, b)
+    shared = _shared_rows(ctx.columns, a, b)
     if not shared.shape[0]:
         return None
     entry = two_raters(
