@@ -279,15 +279,15 @@ def pair_tables(
 ) -> np.ndarray:
     """(L, L, pairs, B) confusion table of each pair of columns under each weighting of the rows.
 
-    Every table comes from one sparse product: a 0/1 matrix of (pair, cell) by row, built once per set
+    Every table comes from one sparse product: a 0/1 matrix of (cell, pair) by row, built once per set
     of rows (`anchor`, the array the bootstrap passes to every chunk), times the weights. `only` (bool
     per row) leaves the other rows out.
     """
     cells = pair_cells(ctx, codes, pairs, anchor, only)
-    # (pairs * L * L, P) @ (P, B), column by column: each row's weights (contiguous, the transpose of the
-    # bootstrap's F-ordered ones) are read once, in order, and added into the small table of sums.
-    sums = np.asarray(cells @ w.T, dtype=np.float64).reshape(len(pairs), ctx.levels, ctx.levels, w.shape[0])
-    return np.moveaxis(sums, (1, 2), (0, 1))
+    # (L * L * pairs, P) @ (P, B), column by column: each row's weights (contiguous, the transpose of the
+    # bootstrap's F-ordered ones) are read once, in order, and added into the small table of sums, which
+    # comes out in the tables' own layout (the kappas read it ~40% faster than a transposed view).
+    return np.asarray(cells @ w.T, dtype=np.float64).reshape(ctx.levels, ctx.levels, len(pairs), w.shape[0])
 
 
 def mean_kappa(ctx: Context, tables: np.ndarray) -> np.ndarray:
@@ -336,7 +336,7 @@ def pair_cells(
     anchor: object,
     only: np.ndarray | None = None,
 ) -> sparse.csc_array:
-    """(pairs x L x L, rows) 0/1: which (pair, confusion cell) each row counts in, for the rows both rated."""
+    """(L x L x pairs, rows) 0/1: which (confusion cell, pair) each row counts in, for the rows both rated."""
     key = (id(anchor), tuple(pairs), id(only)) if anchor is not None else None
     if key is not None and key in ctx.plans and ctx.plans[key][0] is anchor:
         return ctx.plans[key][1]
@@ -348,7 +348,7 @@ def pair_cells(
     targets, sources = [], []
     for n, (a, b) in enumerate(pairs):
         shared = by_column[a][rated[by_column[a], b]]
-        targets.append(n * size + codes[shared, a] * ctx.levels + codes[shared, b])
+        targets.append((codes[shared, a] * ctx.levels + codes[shared, b]) * len(pairs) + n)
         sources.append(shared)
     rows, cols = np.concatenate(targets), np.concatenate(sources)
     cells = sparse.csc_array(
