@@ -29,6 +29,8 @@ class RubricRatings:
     item_ids: np.ndarray
     rater_ids: np.ndarray
     values: np.ndarray  # float value (likert) or category code (categorical, pairwise); NaN if unusable
+    levels: np.ndarray  # the distinct usable values, sorted (some may be left out by only_items)
+    value_codes: np.ndarray  # each rating's index into levels; -1 where values is NaN
     parse_failed: np.ndarray
     invalid: np.ndarray
 
@@ -43,6 +45,7 @@ class RubricRatings:
             item_ids=self.item_ids[keep],
             rater_ids=self.rater_ids[keep],
             values=self.values[keep],
+            value_codes=self.value_codes[keep],
             parse_failed=self.parse_failed[keep],
             invalid=self.invalid[keep],
         )
@@ -54,7 +57,7 @@ def load_ratings(*, evaluation: Evaluation, version: RubricVersion) -> RubricRat
     item_ids, rater_ids, texts, text_codes, failed = db.read_ratings(ratings)
     kind = version.rubric.kind
     labels, label_values = scale_of(version)
-    values, invalid, labels, label_values = _parse_values(
+    values, levels, value_codes, invalid, labels, label_values = _parse_values(
         texts, text_codes, failed, kind, labels, label_values
     )
     return RubricRatings(
@@ -65,6 +68,8 @@ def load_ratings(*, evaluation: Evaluation, version: RubricVersion) -> RubricRat
         item_ids=item_ids,
         rater_ids=rater_ids,
         values=values,
+        levels=levels,
+        value_codes=value_codes,
         parse_failed=failed,
         invalid=invalid,
     )
@@ -89,15 +94,17 @@ def _parse_values(
     kind: str,
     labels: list[str],
     label_values: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, list[str], np.ndarray]:
-    """Ratings' text (distinct texts and each rating's index) as floats (likert) or codes.
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str], np.ndarray]:
+    """Ratings' text (distinct texts and each rating's index) as floats (likert) or codes: (values, their
+    distinct usable levels, each rating's index into them or -1, invalid, labels, label values), each
+    distinct text parsed and placed once.
 
     Values that do not parse are counted as invalid.
     """
     values = np.full(inverse.shape[0], np.nan)
     invalid = np.zeros(inverse.shape[0], dtype=bool)
     if not unique:
-        return values, invalid, labels, label_values
+        return values, np.zeros(0), np.full(inverse.shape[0], -1), invalid, labels, label_values
     mapped = np.full(len(unique), np.nan)
     if kind == "likert":
         for n, text in enumerate(unique):
@@ -114,7 +121,13 @@ def _parse_values(
     bad = ~np.isfinite(values) & ~failed
     invalid[bad] = True
     values[failed] = np.nan
-    return values, invalid, labels, label_values
+    usable = np.isfinite(mapped)
+    levels = np.unique(mapped[usable])
+    text_codes = np.full(len(unique), -1, dtype=np.int64)
+    text_codes[usable] = np.searchsorted(levels, mapped[usable])
+    value_codes = text_codes[inverse]
+    value_codes[failed] = -1
+    return values, levels, value_codes, invalid, labels, label_values
 
 
 def _number(text: str) -> float:

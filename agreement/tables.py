@@ -52,18 +52,20 @@ class Patterns:
 
 
 def to_matrix(data: RubricRatings, rater_ids: list[int]) -> Matrix:
-    usable = np.isfinite(data.values)
+    usable = data.value_codes >= 0  # the finite values
     item_ids, rows = st.unique_ids(data.item_ids[usable], return_inverse=True)
     order = np.argsort(np.array(rater_ids, dtype=np.int64))
     ordered = np.array(rater_ids, dtype=np.int64)[order]
     cols = order[np.searchsorted(ordered, data.rater_ids[usable])]
     values = np.full((item_ids.shape[0], len(rater_ids)), np.nan)
-    given = data.values[usable]
-    values[rows, cols] = given
-    # The distinct values (a few) sorted, then each rating's by binary search: no sort of every rating.
-    levels = np.unique(given)
+    values[rows, cols] = data.values[usable]
+    # The distinct values given (the reading placed each rating among them, once per distinct text), less
+    # any that only_items left without a rating.
+    given = data.value_codes[usable]
+    seen = np.bincount(given, minlength=data.levels.shape[0]) > 0
+    levels = data.levels[seen]
     value_codes = np.full(values.shape, -1, dtype=np.int64)
-    value_codes[rows, cols] = np.searchsorted(levels, given)
+    value_codes[rows, cols] = given if seen.all() else (np.cumsum(seen) - 1)[given]
     # A value's category depends on the value alone: work it out once per distinct value (the table's last
     # entry is what a missing rating, value code -1, looks up).
     codes = np.take(np.append(category_codes(levels, data), -1), value_codes)

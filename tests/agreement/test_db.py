@@ -54,3 +54,23 @@ def test_grouped_read_equals_the_row_by_row_read(ratings):
     assert as_rows(grouped) == as_rows(db._read_rows(ratings))
     texts = grouped[2]
     assert sorted(texts) == ["1", "2", "bad"]  # "2" of two raters: one text
+
+
+def test_load_ratings_places_each_usable_value_among_the_distinct_ones_and_the_matrix_keeps_those_given(
+    ratings,
+):
+    from agreement.reading import load_ratings
+    from agreement.tables import to_matrix
+
+    first = ratings.first()
+    data = load_ratings(evaluation=first.evaluation, version=first.rubric_version)
+    assert data.levels.tolist() == [1.0, 2.0]
+    usable = np.isfinite(data.values)
+    assert np.array_equal(data.value_codes >= 0, usable)  # "bad" failed to parse: no code
+    assert np.array_equal(data.levels[data.value_codes[usable]], data.values[usable])
+    # Only the item rated "2": the matrix's levels are the values still given, its codes index them.
+    item = first.evaluation.dataset.items.get(external_id="d-1").pk
+    matrix = to_matrix(data.only_items(np.array([item])), sorted(set(data.rater_ids.tolist())))
+    assert matrix.levels.tolist() == [2.0]
+    assert np.array_equal(matrix.value_codes >= 0, np.isfinite(matrix.values))
+    assert matrix.levels[matrix.value_codes[np.isfinite(matrix.values)]].tolist() == [2.0]
