@@ -84,12 +84,14 @@ def alt_test(
     q: float = Q_FDR,
     min_people: int = MIN_PEOPLE_PER_ITEM,
     min_items: int = MIN_ITEMS_PER_PERSON,
+    weights: np.ndarray | None = None,
 ) -> AltTestResult:
     """The alt-test of one model against the people.
 
     `model`: (items,) the model's value per item, NaN where it has none. `people`: (items, persons)
     each person's value, NaN where missing. For accuracy the values are compared for equality
-    (pass category codes); for neg_rmse they are numbers.
+    (pass category codes); for neg_rmse they are numbers. `weights`: (items,) how many items each row
+    stands for (rows of distinct ratings), whole numbers; default one each.
     """
     if metric not in METRICS:
         raise ValueError(f"unknown alt-test metric {metric!r}; use one of {', '.join(METRICS)}")
@@ -104,9 +106,16 @@ def alt_test(
     # each person's t-test needs only the three counts.
     model_score, person_score = sums.scores(rows, own)
     width = people.shape[1]
-    person_wins = np.bincount(persons[person_score > model_score], minlength=width)
-    model_wins = np.bincount(persons[model_score > person_score], minlength=width)
-    counts = np.bincount(persons, minlength=width)
+    each = None if weights is None else np.asarray(weights, dtype=np.float64)[kept][rows]
+
+    def per_person(chosen: np.ndarray) -> np.ndarray:
+        return np.bincount(
+            persons[chosen], weights=None if each is None else each[chosen], minlength=width
+        ).astype(np.int64)
+
+    person_wins = per_person(person_score > model_score)
+    model_wins = per_person(model_score > person_score)
+    counts = per_person(np.ones(persons.shape[0], dtype=bool))
     tested = np.flatnonzero(counts >= min_items)
     p_values = one_sided_p_from_counts(person_wins[tested], model_wins[tested], counts[tested], epsilon)
     results = [
@@ -124,7 +133,7 @@ def alt_test(
         epsilon=epsilon,
         metric=metric,
         q=q,
-        items=int(kept.sum()),
+        items=int(kept.sum() if weights is None else np.asarray(weights)[kept].sum()),
         people=[
             PersonResult(person=p, items=n, p_value=pv, rejected=bool(rej), advantage=adv)
             for (p, n, pv, adv), rej in zip(results, rejected, strict=True)

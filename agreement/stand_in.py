@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from agreement import statistics as st
 from agreement.alt_test import (
     ACCURACY,
     MIN_ITEMS_PER_PERSON,
@@ -15,7 +16,7 @@ from agreement.alt_test import (
     AltTestResult,
     alt_test,
 )
-from agreement.tables import Context
+from agreement.tables import Context, category_codes
 from evaluations.models import Evaluation
 
 METRIC_NAMES = {ACCURACY: "accuracy", NEG_RMSE: "negative RMSE"}
@@ -57,12 +58,17 @@ def alt_test_entry(ctx: Context, col: int, human_names: list[str], settings: Alt
     """`rubrics[].raters[].alt_test` of the model in column `col` (docs/agreement.md)."""
     metric = settings.metric_for(ctx.data.kind)
     cols = ctx.human_cols
+    # Items with the same people's pattern and the same model value compare alike: each such pair once,
+    # weighted by its items (the same counts, so the same p-values, as item by item).
+    distinct, items = st.unique_rows(np.stack([ctx.patterns.of_item, ctx.matrix.value_codes[:, col]], axis=1))
+    patterns, model_values = distinct[:, 0], distinct[:, 1]
     if metric == ACCURACY:
-        codes = ctx.matrix.codes[:, [col, *cols]].astype(np.float64)
-        table = np.where(codes >= 0, codes, np.nan)
+        categories = np.append(category_codes(ctx.value_levels, ctx.data), -1).astype(np.float64)
+        categories[-1] = np.nan
+        model, people = categories[model_values], categories[ctx.patterns.value_codes[patterns]]
     else:
-        table = ctx.matrix.values[:, [col, *cols]]
-    result = alt_test(table[:, 0], table[:, 1:], metric=metric, epsilon=settings.epsilon)
+        model, people = ctx.numbers(model_values), ctx.numbers(ctx.patterns.value_codes[patterns])
+    result = alt_test(model, people, metric=metric, epsilon=settings.epsilon, weights=items)
     entry = {
         "epsilon": settings.epsilon,
         "expertise": settings.expertise,

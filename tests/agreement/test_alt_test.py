@@ -91,6 +91,24 @@ def test_alt_test_equals_the_item_by_item_procedure(metric, seed):
     assert [p.rejected for p in result.people] == rejected
 
 
+@pytest.mark.parametrize("metric", ["accuracy", "neg_rmse"])
+def test_distinct_rows_weighted_by_their_items_equal_the_items_themselves(metric):
+    # What the report passes: each distinct (people's ratings, model's rating) once, with how many items
+    # have it; the same counts, so the same result as every item.
+    rng = np.random.default_rng(21)
+    truth, people = random_people(rng, 600, 5, 3, 0.4)
+    model = truth + rng.integers(-1, 2, 600) * (rng.random(600) < 0.3)
+    model[rng.random(600) < 0.1] = np.nan
+    table = np.nan_to_num(np.column_stack([model, people]), nan=-1.0)
+    _, first, inverse, counts = np.unique(
+        table, axis=0, return_index=True, return_inverse=True, return_counts=True
+    )
+    assert counts.max() > 1 and inverse.shape[0] == 600  # rows do repeat
+    whole = alt_test(model, people, metric=metric, epsilon=0.1)
+    weighted = alt_test(model[first], people[first], metric=metric, epsilon=0.1, weights=counts)
+    assert weighted == whole
+
+
 def test_a_tie_counts_for_both_model_and_person():
     people = np.array([[1.0, 1.0, 2.0]])
     model_ind, person_ind = indicators(np.array([1.0]), people, 0, "accuracy")
