@@ -1,5 +1,7 @@
 """agreement.statistics against scikit-learn, SciPy and the krippendorff package, and by hand."""
 
+from types import SimpleNamespace
+
 import krippendorff
 import numpy as np
 import pytest
@@ -8,6 +10,7 @@ from sklearn.metrics import accuracy_score, cohen_kappa_score, f1_score
 
 from agreement import bootstrap as bs
 from agreement import statistics as st
+from agreement.tables import pair_tables
 
 SHAPES = [(12, 2), (60, 3), (250, 5), (40, 7)]
 
@@ -356,3 +359,25 @@ def test_figures_of_pair_tables_are_undefined_for_a_constant_rater_or_no_items()
     for key in ("spearman", "pearson", "kendall_tau_b"):
         assert np.isnan(got[key][0]) and np.isnan(got[key][1]) and np.isfinite(got[key][2])
     assert got["x_levels"].tolist() == [1, 0, 2] and got["n"].tolist() == [7, 0, 6]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_pair_tables_are_each_pairs_weighted_confusion_counts(seed):
+    # Random ratings (-1 missing), some ordered pairs of columns, some rows left out, weights per resample:
+    # every table against the counts pair by pair.
+    rng = np.random.default_rng(seed)
+    rows, columns, levels = 300, 6, 4
+    codes = np.where(rng.random((rows, columns)) < 0.4, -1, rng.integers(0, levels, (rows, columns)))
+    pairs = [(0, 1), (1, 0), (2, 5), (4, 3), (5, 0)]
+    only = rng.random(rows) < 0.8
+    w = rng.poisson(1.0, (7, rows)).astype(np.float32)
+    ctx = SimpleNamespace(levels=levels, plans={})
+    tables = pair_tables(ctx, codes, w, pairs, anchor=codes, only=only)
+    assert tables.shape == (levels, levels, len(pairs), 7)
+    for n, (a, b) in enumerate(pairs):
+        both = (codes[:, a] >= 0) & (codes[:, b] >= 0) & only
+        expected = np.zeros((levels, levels, 7))
+        for r in np.flatnonzero(both):
+            expected[codes[r, a], codes[r, b]] += w[:, r]
+        assert np.array_equal(tables[:, :, n], expected)
+    assert np.array_equal(pair_tables(ctx, codes, w, pairs, anchor=codes, only=only), tables)  # from the plan
