@@ -1,6 +1,7 @@
 """agreement.statistics against scikit-learn, SciPy and the krippendorff package, and by hand."""
 
 from types import SimpleNamespace
+from typing import cast
 
 import krippendorff
 import numpy as np
@@ -10,7 +11,7 @@ from sklearn.metrics import accuracy_score, cohen_kappa_score, f1_score
 
 from agreement import bootstrap as bs
 from agreement import statistics as st
-from agreement.tables import pair_tables
+from agreement.tables import Context, pair_tables
 
 SHAPES = [(12, 2), (60, 3), (250, 5), (40, 7)]
 
@@ -371,7 +372,7 @@ def test_pair_tables_are_each_pairs_weighted_confusion_counts(seed):
     pairs = [(0, 1), (1, 0), (2, 5), (4, 3), (5, 0)]
     only = rng.random(rows) < 0.8
     w = rng.poisson(1.0, (7, rows)).astype(np.float32)
-    ctx = SimpleNamespace(levels=levels, plans={})
+    ctx = cast(Context, SimpleNamespace(levels=levels, plans={}))  # all that pair_tables reads of one
     tables = pair_tables(ctx, codes, w, pairs, anchor=codes, only=only)
     assert tables.shape == (levels, levels, len(pairs), 7)
     for n, (a, b) in enumerate(pairs):
