@@ -95,6 +95,7 @@ def alt_test(
     """
     if metric not in METRICS:
         raise ValueError(f"unknown alt-test metric {metric!r}; use one of {', '.join(METRICS)}")
+    weight = np.ones(model.shape[0]) if weights is None else np.asarray(weights, dtype=np.float64)
     present = np.isfinite(people)
     kept = np.isfinite(model) & (np.count_nonzero(present, axis=1) >= min_people)
     rated = people[kept]
@@ -106,12 +107,10 @@ def alt_test(
     # each person's t-test needs only the three counts.
     model_score, person_score = sums.scores(rows, own)
     width = people.shape[1]
-    each = None if weights is None else np.asarray(weights, dtype=np.float64)[kept][rows]
+    each = weight[kept][rows]
 
     def per_person(chosen: np.ndarray) -> np.ndarray:
-        return np.bincount(
-            persons[chosen], weights=None if each is None else each[chosen], minlength=width
-        ).astype(np.int64)
+        return np.bincount(persons[chosen], weights=each[chosen], minlength=width).astype(np.int64)
 
     person_wins = per_person(person_score > model_score)
     model_wins = per_person(model_score > person_score)
@@ -133,7 +132,7 @@ def alt_test(
         epsilon=epsilon,
         metric=metric,
         q=q,
-        items=int(kept.sum() if weights is None else np.asarray(weights)[kept].sum()),
+        items=int(weight[kept].sum()),
         people=[
             PersonResult(person=p, items=n, p_value=pv, rejected=bool(rej), advantage=adv)
             for (p, n, pv, adv), rej in zip(results, rejected, strict=True)

@@ -16,7 +16,7 @@ from agreement.alt_test import (
     AltTestResult,
     alt_test,
 )
-from agreement.tables import Context, category_codes
+from agreement.tables import Context
 from evaluations.models import Evaluation
 
 METRIC_NAMES = {ACCURACY: "accuracy", NEG_RMSE: "negative RMSE"}
@@ -63,9 +63,8 @@ def alt_test_entry(ctx: Context, col: int, human_names: list[str], settings: Alt
     distinct, items = st.unique_rows(np.stack([ctx.patterns.of_item, ctx.matrix.value_codes[:, col]], axis=1))
     patterns, model_values = distinct[:, 0], distinct[:, 1]
     if metric == ACCURACY:
-        categories = np.append(category_codes(ctx.value_levels, ctx.data), -1).astype(np.float64)
-        categories[-1] = np.nan
-        model, people = categories[model_values], categories[ctx.patterns.value_codes[patterns]]
+        codes = ctx.matrix.categories[model_values], ctx.patterns.codes[patterns]
+        model, people = (np.where(c >= 0, c, np.nan) for c in codes)
     else:
         model, people = ctx.numbers(model_values), ctx.numbers(ctx.patterns.value_codes[patterns])
     result = alt_test(model, people, metric=metric, epsilon=settings.epsilon, weights=items)

@@ -28,6 +28,7 @@ class Matrix:
     codes: np.ndarray  # int category code (likert: nearest scale point), -1 where missing
     levels: np.ndarray  # the distinct values, sorted
     value_codes: np.ndarray  # int index into levels, -1 where missing
+    categories: np.ndarray  # each level's category code, then -1 (what value code -1 looks up)
 
 
 @dataclass(frozen=True)
@@ -68,8 +69,9 @@ def to_matrix(data: RubricRatings, rater_ids: list[int]) -> Matrix:
     value_codes[rows, cols] = given if seen.all() else (np.cumsum(seen) - 1)[given]
     # A value's category depends on the value alone: work it out once per distinct value (the table's last
     # entry is what a missing rating, value code -1, looks up).
-    codes = np.take(np.append(category_codes(levels, data), -1), value_codes)
-    return Matrix(item_ids, rater_ids, values, codes, levels, value_codes)
+    categories = np.append(category_codes(levels, data), -1)
+    codes = np.take(categories, value_codes)
+    return Matrix(item_ids, rater_ids, values, codes, levels, value_codes, categories)
 
 
 def category_codes(values: np.ndarray, data: RubricRatings) -> np.ndarray:
@@ -161,8 +163,7 @@ class Context:
         item's, numbered in the patterns' lexicographic order: a bootstrap row names its items' pattern
         instead of carrying every person's codes (with 20 people, 40 columns), in the same order."""
         value_codes, _, of_item = st.unique_rows(self.matrix.value_codes[:, self.people], return_inverse=True)
-        codes = np.append(category_codes(self.value_levels, self.data), -1)[value_codes]
-        return Patterns(of_item=of_item, value_codes=value_codes, codes=codes)
+        return Patterns(of_item=of_item, value_codes=value_codes, codes=self.matrix.categories[value_codes])
 
     @computed_once
     def pattern_reference(self) -> tuple[np.ndarray, np.ndarray]:
@@ -440,10 +441,6 @@ def pairs_of_columns(
     ca, cb = np.take(codes, at_a), np.take(codes, at_b)
     k, levels = len(pairs), ctx.levels
 
-    def per_pair(selected: np.ndarray) -> np.ndarray:
-        chosen = selected if weights is None else selected * weights
-        return np.bincount(pair, weights=chosen.astype(np.float64), minlength=k)
-
     def tally(cells: np.ndarray, size: int, kept: np.ndarray | None = None) -> np.ndarray:
         """How many items fall in each cell (`kept`: the pairs' rows that `cells` are of, if not all)."""
         return np.bincount(
@@ -451,7 +448,8 @@ def pairs_of_columns(
         )
 
     items = tally(pair, k).astype(np.int64)
-    agree = per_pair(ca == cb)
+    same = ca == cb
+    agree = tally(pair[same], k, same)
     valid = (ca >= 0) & (cb >= 0)
     confusion = tally(
         pair[valid] * levels * levels + ca[valid] * levels + cb[valid], k * levels * levels, valid
@@ -484,7 +482,8 @@ def pairs_of_columns(
     if ctx.tie is not None:
         figures["agreement_with_ties"] = figures["percent_agreement"]
         no_tie = (ca != ctx.tie) & (cb != ctx.tie)
-        compared, agree_no_tie = per_pair(no_tie), per_pair(no_tie & (ca == cb))
+        compared = tally(pair[no_tie], k, no_tie)
+        agree_no_tie = tally(pair[no_tie & same], k, no_tie & same)
         figures["agreement_without_ties"] = [
             st.Stat(float(agree_no_tie[n] / compared[n]))
             if compared[n]
