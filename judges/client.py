@@ -7,6 +7,7 @@ outcome into a `Reply`, a `TransientError` (worth retrying) or a `PermanentError
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import email.utils
 import functools
@@ -17,6 +18,7 @@ import re
 import ssl
 import threading
 import time
+import zlib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -31,6 +33,7 @@ from . import credentials
 from .endpoint_safety import SafeNetworkBackend, UnsafeEndpoint, cause_of
 
 if TYPE_CHECKING:
+    import httpcore2
     import httpx2
     import openai
 
@@ -145,26 +148,33 @@ def safe_headers(headers: httpx2.Headers, api_key: str) -> None:
             del headers[name]
 
 
+def safe_pool() -> httpcore2.ConnectionPool:
+    """A connection pool whose connections go only to allowed addresses (endpoint_safety), with the
+    openai client's limits and the shared trust store."""
+    import httpcore2
+    from openai._constants import DEFAULT_CONNECTION_LIMITS
+
+    limits = DEFAULT_CONNECTION_LIMITS
+    return httpcore2.ConnectionPool(
+        ssl_context=ssl_context(),
+        max_connections=limits.max_connections,
+        max_keepalive_connections=limits.max_keepalive_connections,
+        keepalive_expiry=limits.keepalive_expiry,
+        network_backend=SafeNetworkBackend(),
+    )
+
+
 @sensitive_variables("api_key")
 def safe_http_client(*, api_key: str) -> httpx2.Client:
     """An HTTP client that connects only to allowed addresses (endpoint_safety), follows no redirect,
     reads no proxy, certificate or .netrc setting from the environment, and sends only the judge's key."""
-    import httpcore2
     import httpx2
-    from openai._constants import DEFAULT_CONNECTION_LIMITS
 
     class SafeTransport(httpx2.HTTPTransport):
         def __init__(self) -> None:
             super().__init__(trust_env=False)
-            limits = DEFAULT_CONNECTION_LIMITS
             # httpx takes no network backend: its pool is replaced by one whose backend checks addresses.
-            self._pool = httpcore2.ConnectionPool(
-                ssl_context=ssl_context(),
-                max_connections=limits.max_connections,
-                max_keepalive_connections=limits.max_keepalive_connections,
-                keepalive_expiry=limits.keepalive_expiry,
-                network_backend=SafeNetworkBackend(),
-            )
+            self._pool = safe_pool()
 
         def handle_request(self, request: httpx2.Request) -> httpx2.Response:
             safe_headers(request.headers, api_key)
@@ -233,12 +243,22 @@ def connection_error(error: Exception) -> EndpointError:
 @dataclass(frozen=True)
 class ChatEndpoint:
     """Where one judge's chat completions are posted: the URL and headers the openai client would send
-    (Azure: /openai/deployments/{model}/chat/completions?api-version=..., the key in api-key), made once."""
+    (Azure: /openai/deployments/{model}/chat/completions?api-version=..., the key in api-key), made once,
+    and each thread's connection pool."""
 
     url: str
-    headers: dict[str, str]
-    http: httpx2.Client
+    headers: list[tuple[bytes, bytes]]  # Host included; Content-Length is the body's
     timeout: dict[str, float | None]
+    local: threading.local = field(default_factory=threading.local, compare=False, repr=False)
+
+    def pool(self) -> httpcore2.ConnectionPool:
+        """This thread's connection pool. A lane sends one request at a time, so a pool of its own holds
+        one connection and never looks through the others' (a pool shared by 32 lanes spent more CPU
+        on that, under its lock, than on the exchange itself)."""
+        pool = getattr(self.local, "pool", None)
+        if pool is None:
+            pool = self.local.pool = safe_pool()
+        return pool
 
 
 _endpoints: dict[tuple[str, str, float, bool, str], ChatEndpoint] = {}
@@ -246,7 +266,7 @@ _endpoints: dict[tuple[str, str, float, bool, str], ChatEndpoint] = {}
 
 @sensitive_variables("api_key")  # never in an error report
 def chat_endpoint(*, base_url: str, api_key: str, timeout: float, azure: bool, model: str) -> ChatEndpoint:
-    """One per endpoint, key, timeout and model, shared by a worker's threads (with its connection pool)."""
+    """One per endpoint, key, timeout and model, shared by a worker's threads."""
     import httpx2
     import openai
 
@@ -258,6 +278,7 @@ def chat_endpoint(*, base_url: str, api_key: str, timeout: float, azure: bool, m
         if endpoint is None:
             headers = {
                 "Accept": "application/json",
+                "Accept-Encoding": "identity",
                 "Content-Type": "application/json",
                 "User-Agent": f"OpenAI/Python {openai.__version__}",
             }
@@ -270,8 +291,10 @@ def chat_endpoint(*, base_url: str, api_key: str, timeout: float, azure: bool, m
             else:
                 url = f"{base_url.rstrip('/')}/chat/completions"
                 headers.update({"Authorization": f"Bearer {api_key}"} if api_key else {})
-            timeouts = httpx2.Timeout(timeout).as_dict()
-            endpoint = ChatEndpoint(url, headers, safe_http_client(api_key=api_key), timeouts)
+            sample = httpx2.Request("POST", url, headers=headers)  # httpx's Host header for the URL
+            safe_headers(sample.headers, api_key)
+            sent = [(name, value) for name, value in sample.headers.raw if name.lower() != b"content-length"]
+            endpoint = ChatEndpoint(url, sent, httpx2.Timeout(timeout).as_dict())
             _endpoints[key] = endpoint
         return endpoint
 
@@ -300,38 +323,60 @@ def chat(*, base_url: str, api_key: str, timeout: float, request: dict, azure: b
 
 @sensitive_variables("api_key")
 def _post(endpoint: ChatEndpoint, body: bytes, *, api_key: str, timeout: float) -> Any:
-    """The JSON an endpoint answered (or its text, when it is not JSON); EndpointErrors as the openai
-    client's exceptions become in `endpoint_errors`."""
-    import httpx2
+    """The JSON an endpoint answered (or its text, when it is not JSON); the errors that the openai
+    client's exceptions become in `endpoint_errors`. Sent on this thread's pool with httpcore (what httpx
+    runs on) directly: the httpx client's layers (auth, redirects, cookies, hooks) do nothing for this
+    request and cost as much CPU as the exchange."""
+    import httpcore2
 
-    request = httpx2.Request(
-        "POST", endpoint.url, headers=endpoint.headers, content=body, extensions={"timeout": endpoint.timeout}
-    )
+    headers = [*endpoint.headers, (b"Content-Length", str(len(body)).encode())]
     try:
-        response = endpoint.http.send(request)
-    except httpx2.TimeoutException:
-        raise TransientError(f"timed out after {timeout:g} s") from None
-    except httpx2.TransportError as error:
-        raise connection_error(error) from None
-    if not response.is_success:
-        raise status_error(
-            response.status_code,
-            _body(response.text),
-            text=response.text,
-            headers=response.headers,
-            api_key=api_key,
+        response = endpoint.pool().request(
+            "POST", endpoint.url, headers=headers, content=body, extensions={"timeout": endpoint.timeout}
         )
-    if not response.headers.get("content-type", "*").split(";")[0].endswith("json"):
-        return response.text
+    except httpcore2.TimeoutException:
+        raise TransientError(f"timed out after {timeout:g} s") from None
+    except (httpcore2.NetworkError, httpcore2.ProtocolError, httpcore2.ProxyError) as error:
+        raise connection_error(error) from None
+    fields = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in response.headers}
+    content = _decoded(response.content, fields.get("content-encoding", ""))
+    if not 200 <= response.status < 300:
+        text = content.decode("utf-8", "replace")
+        raise status_error(response.status, _body(text), text=text, headers=fields, api_key=api_key)
+    if not fields.get("content-type", "*").split(";")[0].strip().endswith("json"):
+        return content.decode("utf-8", "replace")
     try:
-        return orjson.loads(response.content)
+        return orjson.loads(content)
     except orjson.JSONDecodeError:
         try:
-            return json.loads(response.text)  # json's value where orjson is stricter (NaN), or json's error
+            return json.loads(
+                content.decode("utf-8", "replace")
+            )  # json's value where orjson is stricter (NaN)
         except ValueError as error:
             raise TransientError(
                 f"malformed response from the endpoint: {redact(str(error), api_key)}"
             ) from None
+
+
+def _decoded(content: bytes, encoding: str) -> bytes:
+    """The body without its content coding: none is asked for (Accept-Encoding: identity), but a proxy may
+    still compress; gzip and deflate are undone, anything else is said."""
+    encoding = encoding.strip().lower()
+    if encoding in ("", "identity"):
+        return content
+    if encoding in ("gzip", "x-gzip", "deflate"):
+        try:
+            return zlib.decompress(content, 16 + zlib.MAX_WBITS if "gzip" in encoding else zlib.MAX_WBITS)
+        except zlib.error:
+            if encoding == "deflate":  # raw deflate, as some servers send it
+                with contextlib.suppress(zlib.error):
+                    return zlib.decompress(content, -zlib.MAX_WBITS)
+            raise TransientError(
+                f"malformed response from the endpoint: its {encoding} body is corrupt"
+            ) from None
+    raise PermanentError(
+        f"the endpoint compressed its answer with {encoding!r}, which Concord did not ask for and cannot read"
+    )
 
 
 def _body(text: str) -> Any:

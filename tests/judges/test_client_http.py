@@ -1,0 +1,110 @@
+"""The chat request on the wire (judges.client.chat, sent with httpcore on each thread's own pool), against a
+real loopback HTTP server that answers as it is told: headers sent, compressed and error answers, and one
+kept-alive connection per thread."""
+
+import gzip
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from judges import client
+
+COMPLETION = {
+    "id": "c",
+    "object": "chat.completion",
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "4"}, "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 3, "completion_tokens": 1},
+}
+
+
+class Server:
+    """Answers every POST with `status`, `headers` and `body`; records each request's headers and the
+    client's port (one port per connection)."""
+
+    def __init__(self):
+        self.status, self.headers, self.body = 200, {"Content-Type": "application/json"}, b""
+        self.requests: list[dict[str, str]] = []
+        self.ports: list[int] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers["Content-Length"]))
+                server.requests.append(dict(self.headers.items()))
+                server.ports.append(self.client_address[1])
+                self.send_response(server.status)
+                for name, value in server.headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(server.body)))
+                self.end_headers()
+                self.wfile.write(server.body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+
+@pytest.fixture
+def server():
+    server = Server()
+    yield server
+    server.httpd.shutdown()
+    server.httpd.server_close()
+
+
+def ask(server: Server) -> client.Reply:
+    request = {"model": "m", "messages": [{"role": "user", "content": "2+2?"}]}
+    return client.chat(base_url=server.base_url, api_key="sk-test-key-1234", timeout=5, request=request)
+
+
+def test_the_request_carries_host_length_key_and_asks_for_no_compression(server):
+    server.body = json.dumps(COMPLETION).encode()
+    assert ask(server).content == "4"
+    headers = {name.lower(): value for name, value in server.requests[0].items()}
+    assert headers["host"] == server.base_url.split("/")[2]
+    assert headers["authorization"] == "Bearer sk-test-key-1234"
+    assert headers["accept-encoding"] == "identity"
+    assert headers["content-type"] == "application/json"
+    assert int(headers["content-length"]) > 0
+
+
+def test_a_gzip_answer_sent_anyway_is_read(server):
+    server.headers["Content-Encoding"] = "gzip"
+    server.body = gzip.compress(json.dumps(COMPLETION).encode())
+    assert ask(server).content == "4"
+
+
+def test_an_answer_in_a_coding_not_asked_for_is_a_plain_permanent_error(server):
+    server.headers["Content-Encoding"] = "br"
+    server.body = b"\x0b\x02\x80{}\x03"
+    with pytest.raises(client.PermanentError, match="compressed its answer with 'br'"):
+        ask(server)
+
+
+def test_a_rate_limit_answer_gives_its_retry_after_whatever_the_header_case(server):
+    server.status, server.headers["RETRY-AFTER-MS"] = 429, "250"
+    server.body = json.dumps({"error": {"message": "slow down", "type": "rate_limit"}}).encode()
+    with pytest.raises(client.TransientError, match="rate limited \\(429\\): slow down") as raised:
+        ask(server)
+    assert raised.value.retry_after == 0.25
+
+
+def test_each_thread_keeps_its_own_connection_alive(server):
+    server.body = json.dumps(COMPLETION).encode()
+    ask(server)
+    ask(server)
+    other = threading.Thread(target=ask, args=(server,))
+    other.start()
+    other.join()
+    first, again, from_other = server.ports
+    assert first == again != from_other
