@@ -247,6 +247,7 @@ class ChatEndpoint:
     and each thread's connection pool."""
 
     url: str
+    target: httpcore2.URL  # the URL, parsed once
     headers: list[tuple[bytes, bytes]]  # Host included; Content-Length is the body's
     timeout: dict[str, float | None]
     local: threading.local = field(default_factory=threading.local, compare=False, repr=False)
@@ -267,6 +268,7 @@ _endpoints: dict[tuple[str, str, float, bool, str], ChatEndpoint] = {}
 @sensitive_variables("api_key")  # never in an error report
 def chat_endpoint(*, base_url: str, api_key: str, timeout: float, azure: bool, model: str) -> ChatEndpoint:
     """One per endpoint, key, timeout and model, shared by a worker's threads."""
+    import httpcore2
     import httpx2
     import openai
 
@@ -294,7 +296,7 @@ def chat_endpoint(*, base_url: str, api_key: str, timeout: float, azure: bool, m
             sample = httpx2.Request("POST", url, headers=headers)  # httpx's Host header for the URL
             safe_headers(sample.headers, api_key)
             sent = [(name, value) for name, value in sample.headers.raw if name.lower() != b"content-length"]
-            endpoint = ChatEndpoint(url, sent, httpx2.Timeout(timeout).as_dict())
+            endpoint = ChatEndpoint(url, httpcore2.URL(url), sent, httpx2.Timeout(timeout).as_dict())
             _endpoints[key] = endpoint
         return endpoint
 
@@ -332,7 +334,7 @@ def _post(endpoint: ChatEndpoint, body: bytes, *, api_key: str, timeout: float) 
     headers = [*endpoint.headers, (b"Content-Length", str(len(body)).encode())]
     try:
         response = endpoint.pool().request(
-            "POST", endpoint.url, headers=headers, content=body, extensions={"timeout": endpoint.timeout}
+            "POST", endpoint.target, headers=headers, content=body, extensions={"timeout": endpoint.timeout}
         )
     except httpcore2.TimeoutException:
         raise TransientError(f"timed out after {timeout:g} s") from None
@@ -419,10 +421,18 @@ def endpoint_errors(api_key: str, timeout: float) -> Iterator[None]:
 
 
 def scrubbed(reply: Reply, api_key: str) -> Reply:
-    """The reply without the key or any server secret in its text, before it is cached, stored or shown."""
-    reply.content = reply.content if reply.content is None else without_secrets(reply.content, api_key)
-    reply.refusal = without_secrets(reply.refusal, api_key)
+    """The reply without the key or any server secret in its text, before it is cached, stored or shown,
+    and storable (`storable`)."""
+    if reply.content is not None:
+        reply.content = storable(without_secrets(reply.content, api_key))
+    reply.refusal = storable(without_secrets(reply.refusal, api_key))
     return reply
+
+
+def storable(text: str) -> str:
+    """The text with any NUL character replaced (U+FFFD): PostgreSQL's text cannot hold one, so an
+    endpoint that sends one would otherwise stop its call from being stored."""
+    return text.replace("\x00", "\ufffd")
 
 
 def _reply(completion: Any, latency_ms: float) -> Reply:
@@ -457,6 +467,8 @@ def _reply(completion: Any, latency_ms: float) -> Reply:
 
 def without_secrets(text: str, api_key: str) -> str:
     """The text with the key and every server secret replaced by ***."""
+    if not text:
+        return text
     own = {api_key} if len(api_key) >= MIN_SECRET_LENGTH else set()
     for secret in sorted(own | set(server_secrets()), key=len, reverse=True):
         text = text.replace(secret, "***")
@@ -471,7 +483,7 @@ def _shape(value: Any) -> str:
 def redact(text: str, api_key: str) -> str:
     """An error text without the key, any server secret, or anything shaped like a key (some endpoints
     echo part of the key they were sent)."""
-    text = without_secrets(text, api_key)
+    text = storable(without_secrets(text, api_key))
     if len(api_key) >= 12:  # masked echoes such as "sk-proj-****abcd"
         text = text.replace(api_key[:6], "***").replace(api_key[-4:], "***")
     return KEY_SHAPE_RE.sub("***", text)

@@ -108,3 +108,14 @@ def test_each_thread_keeps_its_own_connection_alive(server):
     other.join()
     first, again, from_other = server.ports
     assert first == again != from_other
+
+
+def test_a_nul_character_in_a_reply_or_error_is_replaced_so_the_text_can_be_stored(server):
+    completion = json.loads(json.dumps(COMPLETION))
+    completion["choices"][0]["message"]["content"] = "4\u0000 because"
+    server.body = json.dumps(completion).encode()
+    assert ask(server).content == "4\ufffd because"
+    server.status, server.body = 400, json.dumps({"error": {"message": "bad\u0000input"}}).encode()
+    with pytest.raises(client.PermanentError) as raised:
+        ask(server)
+    assert "\x00" not in raised.value.message and "bad\ufffdinput" in raised.value.message
