@@ -7,7 +7,6 @@ outcome into a `Reply`, a `TransientError` (worth retrying) or a `PermanentError
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import email.utils
 import functools
@@ -51,6 +50,11 @@ KEY_SHAPE_RE = re.compile(r"\b(?:sk|key|api[-_]?key)[-_][A-Za-z0-9*_\-.]{3,}", r
 LOGPROB_TOKENS_KEPT = 8
 # What a URL path segment may hold unescaped (RFC 3986 pchar), as the openai client quotes a deployment.
 PATH_SAFE = "!$&'()*+,;=:@"
+# A chat completion's answer is kilobytes (logprobs included); more than this is not read.
+MAX_REPLY_BYTES = 16 * 2**20
+# The token counts' columns hold 32-bit integers: an endpoint's count beyond them (or below zero) is clamped,
+# so that it cannot stop its call, or another run's stored in the same transaction, from being stored.
+MAX_TOKEN_COUNT = 2**31 - 1
 
 
 class EndpointError(Exception):
@@ -328,57 +332,82 @@ def _post(endpoint: ChatEndpoint, body: bytes, *, api_key: str, timeout: float) 
     """The JSON an endpoint answered (or its text, when it is not JSON); the errors that the openai
     client's exceptions become in `endpoint_errors`. Sent on this thread's pool with httpcore (what httpx
     runs on) directly: the httpx client's layers (auth, redirects, cookies, hooks) do nothing for this
-    request and cost as much CPU as the exchange."""
+    request and cost as much CPU as the exchange. An answer over MAX_REPLY_BYTES is not read further."""
     import httpcore2
 
     headers = [*endpoint.headers, (b"Content-Length", str(len(body)).encode())]
+    extensions = {"timeout": endpoint.timeout}
     try:
-        response = endpoint.pool().request(
-            "POST", endpoint.target, headers=headers, content=body, extensions={"timeout": endpoint.timeout}
-        )
+        with endpoint.pool().stream(
+            "POST", endpoint.target, headers=headers, content=body, extensions=extensions
+        ) as response:
+            status = response.status
+            fields = {
+                name.decode("latin-1").lower(): value.decode("latin-1") for name, value in response.headers
+            }
+            content = _capped(response.iter_stream())
     except httpcore2.TimeoutException:
         raise TransientError(f"timed out after {timeout:g} s") from None
     except (httpcore2.NetworkError, httpcore2.ProtocolError, httpcore2.ProxyError) as error:
         raise connection_error(error) from None
-    fields = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in response.headers}
-    content = _decoded(response.content, fields.get("content-encoding", ""))
-    if not 200 <= response.status < 300:
+    content = _decoded(content, fields.get("content-encoding", ""))
+    if not 200 <= status < 300:
         text = content.decode("utf-8", "replace")
-        raise status_error(response.status, _body(text), text=text, headers=fields, api_key=api_key)
+        raise status_error(status, _body(text), text=text, headers=fields, api_key=api_key)
     if not fields.get("content-type", "*").split(";")[0].strip().endswith("json"):
         return content.decode("utf-8", "replace")
     try:
         return orjson.loads(content)
     except orjson.JSONDecodeError:
-        try:
-            return json.loads(
-                content.decode("utf-8", "replace")
-            )  # json's value where orjson is stricter (NaN)
+        try:  # json's value where orjson is stricter (NaN), or json's error
+            return json.loads(content.decode("utf-8", "replace"))
         except ValueError as error:
             raise TransientError(
                 f"malformed response from the endpoint: {redact(str(error), api_key)}"
             ) from None
 
 
+def _too_large() -> PermanentError:
+    return PermanentError(
+        f"the endpoint's answer is larger than {MAX_REPLY_BYTES // 2**20} MB, which no chat completion is: "
+        "check the judge's base URL"
+    )
+
+
+def _capped(chunks: Iterator[bytes]) -> bytes:
+    """The body's chunks joined, or `_too_large` once they pass MAX_REPLY_BYTES (a hostile or broken
+    endpoint must not fill a worker's memory)."""
+    parts, size = [], 0
+    for chunk in chunks:
+        size += len(chunk)
+        if size > MAX_REPLY_BYTES:
+            raise _too_large()
+        parts.append(chunk)
+    return b"".join(parts)
+
+
 def _decoded(content: bytes, encoding: str) -> bytes:
     """The body without its content coding: none is asked for (Accept-Encoding: identity), but a proxy may
-    still compress; gzip and deflate are undone, anything else is said."""
+    still compress; gzip and deflate are undone (to MAX_REPLY_BYTES at most), anything else is said."""
     encoding = encoding.strip().lower()
     if encoding in ("", "identity"):
         return content
-    if encoding in ("gzip", "x-gzip", "deflate"):
+    if encoding not in ("gzip", "x-gzip", "deflate"):
+        raise PermanentError(
+            f"the endpoint compressed its answer with {encoding!r}, which Concord did not ask for and "
+            "cannot read"
+        )
+    # gzip; deflate as zlib data, else raw deflate, as some servers send it
+    for wbits in (31,) if "gzip" in encoding else (15, -15):
+        inflater = zlib.decompressobj(wbits)
         try:
-            return zlib.decompress(content, 16 + zlib.MAX_WBITS if "gzip" in encoding else zlib.MAX_WBITS)
+            plain = inflater.decompress(content, MAX_REPLY_BYTES + 1)
         except zlib.error:
-            if encoding == "deflate":  # raw deflate, as some servers send it
-                with contextlib.suppress(zlib.error):
-                    return zlib.decompress(content, -zlib.MAX_WBITS)
-            raise TransientError(
-                f"malformed response from the endpoint: its {encoding} body is corrupt"
-            ) from None
-    raise PermanentError(
-        f"the endpoint compressed its answer with {encoding!r}, which Concord did not ask for and cannot read"
-    )
+            continue
+        if len(plain) > MAX_REPLY_BYTES or inflater.unconsumed_tail:
+            raise _too_large()
+        return plain
+    raise TransientError(f"malformed response from the endpoint: its {encoding} body is corrupt")
 
 
 def _body(text: str) -> Any:
@@ -457,12 +486,21 @@ def _reply(completion: Any, latency_ms: float) -> Reply:
         refusal=message.get("refusal") or "",
         finish_reason=choice.get("finish_reason") or "",
         logprobs=logprobs,
-        prompt_tokens=int(usage.get("prompt_tokens") or 0),
-        completion_tokens=int(usage.get("completion_tokens") or 0),
+        prompt_tokens=token_count(usage.get("prompt_tokens")),
+        completion_tokens=token_count(usage.get("completion_tokens")),
         latency_ms=latency_ms,
-        reasoning_tokens=int(details.get("reasoning_tokens") or 0),
+        reasoning_tokens=token_count(details.get("reasoning_tokens")),
         choices=len(completion["choices"]),
     )
+
+
+def token_count(value: Any) -> int:
+    """A usage count as the columns can hold it: a whole number from 0 to MAX_TOKEN_COUNT (a missing,
+    broken or absurd count gives 0 or the bound)."""
+    try:
+        return min(max(int(value or 0), 0), MAX_TOKEN_COUNT)
+    except (TypeError, ValueError, OverflowError):
+        return 0
 
 
 def without_secrets(text: str, api_key: str) -> str:

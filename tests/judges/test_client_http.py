@@ -119,3 +119,25 @@ def test_a_nul_character_in_a_reply_or_error_is_replaced_so_the_text_can_be_stor
     with pytest.raises(client.PermanentError) as raised:
         ask(server)
     assert "\x00" not in raised.value.message and "bad\ufffdinput" in raised.value.message
+
+
+def test_an_answer_over_the_size_limit_is_not_read_into_memory(server, monkeypatch):
+    monkeypatch.setattr(client, "MAX_REPLY_BYTES", 1000)
+    server.body = json.dumps({**COMPLETION, "padding": "x" * 5000}).encode()
+    with pytest.raises(client.PermanentError, match="larger than"):
+        ask(server)
+    server.headers["Content-Encoding"] = "gzip"  # a small body that inflates past the limit
+    server.body = gzip.compress(json.dumps({**COMPLETION, "padding": "x" * 5000}).encode())
+    assert len(server.body) < 1000
+    with pytest.raises(client.PermanentError, match="larger than"):
+        ask(server)
+
+
+@pytest.mark.parametrize("count", [-5, 10**30, "many", 1e400, 2.5])
+def test_an_absurd_token_count_is_clamped_to_what_the_columns_hold(server, count):
+    completion = json.loads(json.dumps(COMPLETION))
+    completion["usage"] = {"prompt_tokens": count, "completion_tokens": count}
+    server.body = json.dumps(completion).encode()
+    reply = ask(server)
+    assert 0 <= reply.prompt_tokens <= client.MAX_TOKEN_COUNT
+    assert reply.completion_tokens == reply.prompt_tokens
