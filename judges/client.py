@@ -337,6 +337,7 @@ def _post(endpoint: ChatEndpoint, body: bytes, *, api_key: str, timeout: float) 
 
     headers = [*endpoint.headers, (b"Content-Length", str(len(body)).encode())]
     extensions = {"timeout": endpoint.timeout}
+    sent = time.monotonic()
     try:
         with endpoint.pool().stream(
             "POST", endpoint.target, headers=headers, content=body, extensions=extensions
@@ -345,7 +346,7 @@ def _post(endpoint: ChatEndpoint, body: bytes, *, api_key: str, timeout: float) 
             fields = {
                 name.decode("latin-1").lower(): value.decode("latin-1") for name, value in response.headers
             }
-            content = _capped(response.iter_stream())
+            content = _capped(response.iter_stream(), deadline=sent + timeout, timeout=timeout)
     except httpcore2.TimeoutException:
         raise TransientError(f"timed out after {timeout:g} s") from None
     except (httpcore2.NetworkError, httpcore2.ProtocolError, httpcore2.ProxyError) as error:
@@ -374,14 +375,18 @@ def _too_large() -> PermanentError:
     )
 
 
-def _capped(chunks: Iterator[bytes]) -> bytes:
+def _capped(chunks: Iterator[bytes], *, deadline: float, timeout: float) -> bytes:
     """The body's chunks joined, or `_too_large` once they pass MAX_REPLY_BYTES (a hostile or broken
-    endpoint must not fill a worker's memory)."""
+    endpoint must not fill a worker's memory); a body still arriving at `deadline` (the judge's timeout
+    after the request went out) times out, so an endpoint that sends a byte now and then cannot hold a
+    worker's thread for longer, whatever each read's own timeout."""
     parts, size = [], 0
     for chunk in chunks:
         size += len(chunk)
         if size > MAX_REPLY_BYTES:
             raise _too_large()
+        if time.monotonic() > deadline:
+            raise TransientError(f"timed out after {timeout:g} s: the answer was still arriving")
         parts.append(chunk)
     return b"".join(parts)
 

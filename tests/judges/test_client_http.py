@@ -5,6 +5,7 @@ kept-alive connection per thread."""
 import gzip
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -25,6 +26,7 @@ class Server:
 
     def __init__(self):
         self.status, self.headers, self.body = 200, {"Content-Type": "application/json"}, b""
+        self.drip = 0.0  # seconds between the body's bytes (0: all at once)
         self.requests: list[dict[str, str]] = []
         self.ports: list[int] = []
         server = self
@@ -44,7 +46,16 @@ class Server:
                     self.send_header(name, value)
                 self.send_header("Content-Length", str(len(server.body)))
                 self.end_headers()
-                self.wfile.write(server.body)
+                if not server.drip:
+                    self.wfile.write(server.body)
+                    return
+                for byte in server.body:
+                    try:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                    except OSError:  # the client gave up
+                        return
+                    time.sleep(server.drip)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
@@ -62,9 +73,9 @@ def server():
     server.httpd.server_close()
 
 
-def ask(server: Server) -> client.Reply:
+def ask(server: Server, timeout: float = 5) -> client.Reply:
     request = {"model": "m", "messages": [{"role": "user", "content": "2+2?"}]}
-    return client.chat(base_url=server.base_url, api_key="sk-test-key-1234", timeout=5, request=request)
+    return client.chat(base_url=server.base_url, api_key="sk-test-key-1234", timeout=timeout, request=request)
 
 
 def test_the_request_carries_host_length_key_and_asks_for_no_compression(server):
@@ -141,3 +152,11 @@ def test_an_absurd_token_count_is_clamped_to_what_the_columns_hold(server, count
     reply = ask(server)
     assert 0 <= reply.prompt_tokens <= client.MAX_TOKEN_COUNT
     assert reply.completion_tokens == reply.prompt_tokens
+
+
+def test_an_answer_dripped_a_byte_at_a_time_times_out_at_the_judges_timeout(server):
+    server.body, server.drip = json.dumps(COMPLETION).encode(), 0.05  # each read well within the timeout
+    started = time.monotonic()
+    with pytest.raises(client.TransientError, match="timed out after 1 s: the answer was still arriving"):
+        ask(server, timeout=1)
+    assert time.monotonic() - started < 2.5
