@@ -250,8 +250,7 @@ class ChatEndpoint:
     (Azure: /openai/deployments/{model}/chat/completions?api-version=..., the key in api-key), made once,
     and each thread's connection pool."""
 
-    url: str
-    target: httpcore2.URL  # the URL, parsed once
+    target: httpcore2.URL  # parsed once
     headers: list[tuple[bytes, bytes]]  # Host included; Content-Length is the body's
     timeout: dict[str, float | None]
     local: threading.local = field(default_factory=threading.local, compare=False, repr=False)
@@ -300,7 +299,7 @@ def chat_endpoint(*, base_url: str, api_key: str, timeout: float, azure: bool, m
             sample = httpx2.Request("POST", url, headers=headers)  # httpx's Host header for the URL
             safe_headers(sample.headers, api_key)
             sent = [(name, value) for name, value in sample.headers.raw if name.lower() != b"content-length"]
-            endpoint = ChatEndpoint(url, httpcore2.URL(url), sent, httpx2.Timeout(timeout).as_dict())
+            endpoint = ChatEndpoint(httpcore2.URL(url), sent, httpx2.Timeout(timeout).as_dict())
             _endpoints[key] = endpoint
         return endpoint
 

@@ -217,10 +217,11 @@ def update_claimed_calls(calls: list[tuple[int, uuid.UUID, dict[str, Any]]]) -> 
 def update_calls_sql(names: tuple[str, ...]) -> str:
     columns = [CALL_FIELDS[name] for name in names]
     given = [f"id {CALL_FIELDS['id'].db_type(connection)}", "token uuid", *recordset_columns(columns)]
+    quoted = [connection.ops.quote_name(str(column.column)) for column in columns]
     return UPDATE_CALLS_SQL.format(
         calls=JudgeCall._meta.db_table,
         columns=", ".join(given),
-        assignments=", ".join(f"{column.column} = given.{column.column}" for column in columns),
+        assignments=", ".join(f"{name} = given.{name}" for name in quoted),
     )
 
 
@@ -238,8 +239,9 @@ def json_rows(names: list[str], rows: list[list[Any]]) -> str:
 
 
 def recordset_columns(columns: list[Any]) -> list[str]:
-    """`column type` for each column, as `json_to_recordset` names and types them."""
-    return [f"{column.column} {column.db_type(connection)}" for column in columns]
+    """`column type` for each column, as `json_to_recordset` names (the JSON keys) and types them."""
+    quote = connection.ops.quote_name
+    return [f"{quote(str(column.column))} {column.db_type(connection)}" for column in columns]
 
 
 # -- the item's rating --------------------------------------------------------------------------
