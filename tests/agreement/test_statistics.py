@@ -256,10 +256,20 @@ def test_unique_ids_are_numpys_with_and_without_a_table_over_their_range():
 
 
 def test_uniform16_gives_the_numbers_of_integers_over_the_whole_range():
-    for shape in [(1, 4), (250, 80), (3, 5)]:  # whole 64-bit outputs, and a count that is not
-        got = bs._uniform16(np.random.default_rng(9), shape)
-        expected = np.random.default_rng(9).integers(0, 65536, size=shape, dtype=np.uint16)
-        assert got.shape == shape and np.array_equal(got, expected)
+    for count in [4, 20_000, 15]:  # whole 64-bit outputs, and a count that is not
+        got = bs._uniform16(np.random.default_rng(9), count)
+        expected = np.random.default_rng(9).integers(0, 65536, size=count, dtype=np.uint16)
+        assert got.shape == (count,) and np.array_equal(got, expected)
+
+
+def test_poisson_draws_a_slice_at_a_time_are_one_lookup_of_the_whole_draw():
+    # Over several slices (the last one partial) and as bytes or float32: each weight is the table's entry
+    # for the uniform a single draw of the whole size gives in that place.
+    for table in (bs._poisson_table(3), bs._poisson_bytes(1)):
+        out = np.empty((7, 30_001), dtype=table.dtype)
+        bs._draw_poisson(np.random.default_rng(4), table, out)
+        expected = table[np.random.default_rng(4).integers(0, 65536, size=out.size, dtype=np.uint16)]
+        assert np.array_equal(out.reshape(-1), expected)
 
 
 def test_poisson_weights_are_their_counts_poisson_draws_in_row_order():
