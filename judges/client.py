@@ -29,7 +29,7 @@ from django.conf import settings
 from django.views.decorators.debug import sensitive_variables
 
 from . import credentials
-from .endpoint_safety import SafeNetworkBackend, UnsafeEndpoint, cause_of
+from .endpoint_safety import AnswerTooLarge, SafeNetworkBackend, UnsafeEndpoint, bounded, cause_of
 
 if TYPE_CHECKING:
     import httpcore2
@@ -235,6 +235,8 @@ def connection_error(error: Exception) -> EndpointError:
     unsafe = cause_of(error, UnsafeEndpoint)
     if unsafe is not None:
         return PermanentError(str(unsafe))
+    if cause_of(error, AnswerTooLarge) is not None:
+        return _too_large()
     certificate = cause_of(error, ssl.SSLCertVerificationError)
     if certificate is not None:
         return PermanentError(
@@ -331,23 +333,30 @@ def _post(endpoint: ChatEndpoint, body: bytes, *, api_key: str, timeout: float) 
     """The JSON an endpoint answered (or its text, when it is not JSON); the errors that the openai
     client's exceptions become in `endpoint_errors`. Sent on this thread's pool with httpcore (what httpx
     runs on) directly: the httpx client's layers (auth, redirects, cookies, hooks) do nothing for this
-    request and cost as much CPU as the exchange. An answer over MAX_REPLY_BYTES is not read further."""
+    request and cost as much CPU as the exchange. The whole exchange ends by the judge's timeout, and an
+    answer over MAX_REPLY_BYTES is not read further (`bounded`)."""
     import httpcore2
 
     headers = [*endpoint.headers, (b"Content-Length", str(len(body)).encode())]
     extensions = {"timeout": endpoint.timeout}
-    sent = time.monotonic()
+    status = None
     try:
-        with endpoint.pool().stream(
-            "POST", endpoint.target, headers=headers, content=body, extensions=extensions
-        ) as response:
+        with (
+            bounded(seconds=timeout, max_bytes=MAX_REPLY_BYTES),
+            endpoint.pool().stream(
+                "POST", endpoint.target, headers=headers, content=body, extensions=extensions
+            ) as response,
+        ):
             status = response.status
             fields = {
                 name.decode("latin-1").lower(): value.decode("latin-1") for name, value in response.headers
             }
-            content = _capped(response.iter_stream(), deadline=sent + timeout, timeout=timeout)
+            content = b"".join(response.iter_stream())
     except httpcore2.TimeoutException:
-        raise TransientError(f"timed out after {timeout:g} s") from None
+        still = "" if status is None else ": the answer was still arriving"
+        raise TransientError(f"timed out after {timeout:g} s{still}") from None
+    except AnswerTooLarge:
+        raise _too_large() from None
     except (httpcore2.NetworkError, httpcore2.ProtocolError, httpcore2.ProxyError) as error:
         raise connection_error(error) from None
     content = _decoded(content, fields.get("content-encoding", ""))
@@ -372,22 +381,6 @@ def _too_large() -> PermanentError:
         f"the endpoint's answer is larger than {MAX_REPLY_BYTES // 2**20} MB, which no chat completion is: "
         "check the judge's base URL"
     )
-
-
-def _capped(chunks: Iterator[bytes], *, deadline: float, timeout: float) -> bytes:
-    """The body's chunks joined, or `_too_large` once they pass MAX_REPLY_BYTES (a hostile or broken
-    endpoint must not fill a worker's memory); a body still arriving at `deadline` (the judge's timeout
-    after the request went out) times out, so an endpoint that sends a byte now and then cannot hold a
-    worker's thread for longer, whatever each read's own timeout."""
-    parts, size = [], 0
-    for chunk in chunks:
-        size += len(chunk)
-        if size > MAX_REPLY_BYTES:
-            raise _too_large()
-        if time.monotonic() > deadline:
-            raise TransientError(f"timed out after {timeout:g} s: the answer was still arriving")
-        parts.append(chunk)
-    return b"".join(parts)
 
 
 def _decoded(content: bytes, encoding: str) -> bytes:
@@ -619,14 +612,18 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
 @sensitive_variables("api_key")
 def list_models(*, base_url: str, api_key: str, timeout: float = 10.0, azure: bool = False) -> list[dict]:
     """The endpoint's models as [{"id", "owned_by"}]."""
+    import httpx2
     import openai  # imported on first use: it costs about a second at every process start
 
     client = get_client(base_url=base_url, api_key=api_key, timeout=timeout, azure=azure)
     try:
-        page = client.models.list()
+        with bounded(seconds=timeout, max_bytes=MAX_REPLY_BYTES):
+            page = client.models.list()
     except openai.APIStatusError as error:
         raise _status_error(error, api_key) from None
-    except openai.APIConnectionError as error:
+    except (openai.APITimeoutError, httpx2.TimeoutException):  # the body is read outside the client's own try
+        raise TransientError(f"timed out after {timeout:g} s") from None
+    except (openai.APIConnectionError, httpx2.TransportError, AnswerTooLarge) as error:
         raise connection_error(error) from None
     except (AttributeError, TypeError, ValueError) as error:  # not a model list: some other kind of server
         raise PermanentError(

@@ -14,6 +14,10 @@ checks a base URL could reach the cloud metadata service (credentials of the mac
 Saving a judge checks the URL and, when the name resolves, every address it resolves to. At call time
 `SafeNetworkBackend` resolves the host itself, checks every address and connects to a checked address, so a
 name that resolves elsewhere later (DNS rebinding) or a redirect never reaches a refused address.
+
+Inside `bounded`, every connection that backend made ends its work by a deadline and reads a limited number of
+bytes: an endpoint that answers a byte now and then, headers or body, or without end, cannot hold a worker's
+or the web server's thread or fill its memory.
 """
 
 from __future__ import annotations
@@ -21,7 +25,10 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import socket
-from collections.abc import Iterable
+import ssl
+import threading
+import time
+from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -139,10 +146,72 @@ def check_base_url(url: str, *, resolve_now: bool = True) -> str:
     return url
 
 
+class AnswerTooLarge(Exception):
+    """An endpoint sent more than `bounded` allows."""
+
+
+_bounds = threading.local()
+
+
+@contextlib.contextmanager
+def bounded(*, seconds: float, max_bytes: int) -> Iterator[None]:
+    """Within this block, what this thread's endpoint connections do (connecting, TLS, sending, each read)
+    ends `seconds` from now (httpcore.ConnectTimeout, WriteTimeout or ReadTimeout), and more than
+    `max_bytes` read raises AnswerTooLarge: each read's own timeout alone let an endpoint that sends a byte
+    now and then keep a request going for as long as it liked."""
+    _bounds.deadline, _bounds.left = time.monotonic() + seconds, max_bytes
+    try:
+        yield
+    finally:
+        _bounds.deadline = None
+
+
+def _time_left(timeout: float | None, expired: type[httpcore2.TimeoutException]) -> float | None:
+    """`timeout` shortened to what is left of the thread's `bounded` deadline, if one is set."""
+    deadline = getattr(_bounds, "deadline", None)
+    if deadline is None:
+        return timeout
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise expired("the request's time is up")
+    return left if timeout is None else min(timeout, left)
+
+
+class BoundedStream(httpcore2.NetworkStream):
+    """A connection that keeps to its thread's `bounded` deadline and byte limit, for any request."""
+
+    def __init__(self, stream: httpcore2.NetworkStream) -> None:
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        data = self._stream.read(max_bytes, _time_left(timeout, httpcore2.ReadTimeout))
+        if getattr(_bounds, "deadline", None) is not None:
+            _bounds.left -= len(data)
+            if _bounds.left < 0:
+                raise AnswerTooLarge()
+        return data
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, _time_left(timeout, httpcore2.WriteTimeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(
+        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore2.NetworkStream:
+        timeout = _time_left(timeout, httpcore2.ConnectTimeout)
+        return BoundedStream(self._stream.start_tls(ssl_context, server_hostname, timeout))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
 class SafeNetworkBackend(httpcore2.SyncBackend):
     """Connects only to addresses `check_address` allows: the host is resolved here, every address it
     resolves to is checked, and the socket goes to a checked address (TLS still verifies the host name,
-    which httpcore takes from the URL, not from the address connected to)."""
+    which httpcore takes from the URL, not from the address connected to). Its connections keep to
+    `bounded`."""
 
     def connect_tcp(
         self,
@@ -162,9 +231,14 @@ class SafeNetworkBackend(httpcore2.SyncBackend):
         last_error: Exception | None = None
         for address in addresses:
             try:
-                return super().connect_tcp(
-                    str(address), port, timeout, local_address=local_address, socket_options=socket_options
+                stream = super().connect_tcp(
+                    str(address),
+                    port,
+                    _time_left(timeout, httpcore2.ConnectTimeout),
+                    local_address=local_address,
+                    socket_options=socket_options,
                 )
+                return BoundedStream(stream)
             except httpcore2.ConnectError as error:
                 last_error = error
         assert last_error is not None

@@ -21,12 +21,13 @@ COMPLETION = {
 
 
 class Server:
-    """Answers every POST with `status`, `headers` and `body`; records each request's headers and the
-    client's port (one port per connection)."""
+    """Answers every POST (and GET) with `status`, `headers` and `body`; records each request's headers and
+    the client's port (one port per connection)."""
 
     def __init__(self):
         self.status, self.headers, self.body = 200, {"Content-Type": "application/json"}, b""
         self.drip = 0.0  # seconds between the body's bytes (0: all at once)
+        self.head_drip = 0.0  # seconds between the status line's and headers' bytes
         self.requests: list[dict[str, str]] = []
         self.ports: list[int] = []
         server = self
@@ -39,23 +40,28 @@ class Server:
 
             def do_POST(self):
                 self.rfile.read(int(self.headers["Content-Length"]))
+                self.do_GET()
+
+            def do_GET(self):
                 server.requests.append(dict(self.headers.items()))
                 server.ports.append(self.client_address[1])
-                self.send_response(server.status)
-                for name, value in server.headers.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(server.body)))
-                self.end_headers()
-                if not server.drip:
-                    self.wfile.write(server.body)
+                head = [f"HTTP/1.1 {server.status} Answer"]
+                head += [f"{name}: {value}" for name, value in server.headers.items()]
+                head += [f"Content-Length: {len(server.body)}", "", ""]
+                self.dripped("\r\n".join(head).encode("latin-1"), server.head_drip)
+                self.dripped(server.body, server.drip)
+
+            def dripped(self, data: bytes, pause: float) -> None:
+                if not pause:
+                    self.wfile.write(data)
                     return
-                for byte in server.body:
+                for byte in data:
                     try:
                         self.wfile.write(bytes([byte]))
                         self.wfile.flush()
                     except OSError:  # the client gave up
                         return
-                    time.sleep(server.drip)
+                    time.sleep(pause)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
@@ -160,3 +166,29 @@ def test_an_answer_dripped_a_byte_at_a_time_times_out_at_the_judges_timeout(serv
     with pytest.raises(client.TransientError, match="timed out after 1 s: the answer was still arriving"):
         ask(server, timeout=1)
     assert time.monotonic() - started < 2.5
+
+
+def test_headers_dripped_a_byte_at_a_time_time_out_at_the_judges_timeout(server):
+    server.body, server.head_drip = json.dumps(COMPLETION).encode(), 0.05  # each read well within the timeout
+    started = time.monotonic()
+    with pytest.raises(client.TransientError, match="timed out after 1 s$"):
+        ask(server, timeout=1)
+    assert time.monotonic() - started < 2
+
+
+def test_the_model_list_of_the_connection_test_keeps_to_the_same_time_and_size_limits(server, monkeypatch):
+    # The judge's connection test runs in a web request: a slow or endless answer must not hold its thread.
+    model = {"id": "m", "object": "model", "owned_by": "lab"}
+    server.body = json.dumps({"object": "list", "data": [model]}).encode()
+    listed = client.list_models(base_url=server.base_url, api_key="sk-test-key-1234", timeout=5)
+    assert listed == [{"id": "m", "owned_by": "lab"}]
+    server.head_drip = 0.05
+    started = time.monotonic()
+    with pytest.raises(client.TransientError, match="timed out after 1 s"):
+        client.list_models(base_url=server.base_url, api_key="sk-test-key-1234", timeout=1)
+    assert time.monotonic() - started < 2
+    server.head_drip = 0.0
+    monkeypatch.setattr(client, "MAX_REPLY_BYTES", 1000)
+    server.body = json.dumps({"object": "list", "data": [{"id": "m" * 5000, "object": "model"}]}).encode()
+    with pytest.raises(client.PermanentError, match="larger than"):
+        client.list_models(base_url=server.base_url, api_key="sk-test-key-1234", timeout=5)
