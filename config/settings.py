@@ -8,6 +8,7 @@ value stops start-up with an error that names the variable.
 import base64
 import os
 import re
+import ssl
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlparse
@@ -351,11 +352,29 @@ def env_fernet_keys(name: str) -> list[str]:
     return keys
 
 
+def env_ca_bundle(name: str) -> str:
+    """A PEM file of certificate authorities, checked now: a wrong path or file stops start-up, not a run."""
+    path = env_str(name).strip()
+    if not path:
+        return ""
+    try:
+        ssl.create_default_context(cafile=path)
+    except FileNotFoundError:
+        raise ImproperlyConfigured(f"{name}: no file at {path}") from None
+    except (OSError, ssl.SSLError) as error:
+        raise ImproperlyConfigured(
+            f"{name}: {path} is not a readable PEM file of CA certificates ({error.strerror or error})"
+        ) from None
+    return path
+
+
 CONCORD_JUDGE_CREDENTIALS = env_credential_names("CONCORD_JUDGE_CREDENTIALS")
 CONCORD_ENCRYPTION_KEY = env_fernet_keys("CONCORD_ENCRYPTION_KEY")
 # Loopback and private-network endpoints (vLLM or Ollama in the lab, the demo's simulated model); link-local
 # and cloud metadata addresses are refused whatever this says.
 CONCORD_JUDGE_ALLOW_PRIVATE = env_bool("CONCORD_JUDGE_ALLOW_PRIVATE", False)
+# Certificate authorities (the lab's own) that judges' https endpoints may be signed by, besides public ones.
+CONCORD_JUDGE_CA_BUNDLE = env_ca_bundle("CONCORD_JUDGE_CA_BUNDLE")
 
 LOGGING = {
     "version": 1,

@@ -118,12 +118,15 @@ def preload() -> None:
 
 @functools.cache
 def ssl_context() -> ssl.SSLContext:
-    """The trust store (certifi's certificates, none from the environment), loaded once per process and
-    shared by every endpoint's client: loading it takes 15-85 ms of CPU, which a new run's first call
-    paid while its other lanes waited."""
+    """The trust store (certifi's certificates and CONCORD_JUDGE_CA_BUNDLE's, none from the environment),
+    loaded once per process and shared by every endpoint's client: loading it takes 15-85 ms of CPU, which
+    a new run's first call paid while its other lanes waited."""
     import httpx2
 
-    return httpx2.create_ssl_context(trust_env=False)
+    context = httpx2.create_ssl_context(trust_env=False)
+    if settings.CONCORD_JUDGE_CA_BUNDLE:
+        context.load_verify_locations(cafile=settings.CONCORD_JUDGE_CA_BUNDLE)
+    return context
 
 
 _clients: dict[tuple[str, str, float, bool], openai.OpenAI] = {}
@@ -239,9 +242,15 @@ def connection_error(error: Exception) -> EndpointError:
         return _too_large()
     certificate = cause_of(error, ssl.SSLCertVerificationError)
     if certificate is not None:
+        trusted = (
+            "the public certificate authorities and those in CONCORD_JUDGE_CA_BUNDLE"
+            if settings.CONCORD_JUDGE_CA_BUNDLE
+            else "the public certificate authorities only (the server's operator can add a lab's own with "
+            "CONCORD_JUDGE_CA_BUNDLE)"
+        )
         return PermanentError(
             f"the endpoint's TLS certificate was not accepted ({certificate.verify_message}): Concord "
-            "trusts the public certificate authorities only; serve it with a certificate one of them issued"
+            f"trusts {trusted}; serve it with a certificate one of them issued"
         )
     return TransientError(COULD_NOT_CONNECT)
 

@@ -44,6 +44,8 @@ def boot(tmp_path: Path, *command: str, **env: str) -> subprocess.CompletedProce
         ("CONCORD_JUDGE_CREDENTIALS", "OPENAI_API_KEY,SECRET_KEY"),
         ("CONCORD_ENCRYPTION_KEY", "too-short"),
         ("CONCORD_JUDGE_ALLOW_PRIVATE", "perhaps"),
+        ("CONCORD_JUDGE_CA_BUNDLE", "/nowhere/lab-ca.pem"),
+        ("CONCORD_JUDGE_CA_BUNDLE", "/etc/hostname"),
     ],
 )
 def test_malformed_variable_stops_start_up_naming_it(tmp_path, name, value):

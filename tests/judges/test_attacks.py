@@ -513,6 +513,47 @@ def test_an_endpoint_whose_certificate_no_authority_issued_is_refused_with_the_r
     assert received == []
 
 
+def test_a_lab_certificate_authority_named_by_the_operator_is_trusted_beside_the_public_ones(
+    researcher_client, project, listener, tmp_path, settings, monkeypatch
+):
+    """CONCORD_JUDGE_CA_BUNDLE: the same endpoint, its authority now in the bundle, gets the request over
+    TLS; the refusal of another names the setting."""
+    from judges import client
+
+    server, received = _self_signed_https_server(tmp_path)
+    settings.CONCORD_JUDGE_CA_BUNDLE = str(tmp_path / "cert.pem")
+    client.ssl_context.cache_clear()  # the trust store is loaded once per process
+    monkeypatch.setattr(client, "_endpoints", {})
+    monkeypatch.setattr(client, "_clients", {})
+    try:
+        url = f"https://127.0.0.1:{server.server_address[1]}/v1"
+        judge = make_judge(project, listener, name="lab-ca", base_url=url, concurrency=2)
+        page = researcher_client.post(reverse("judge_test_connection", args=[project.slug, judge.pk]))
+        (tmp_path / "other").mkdir()
+        other, _ = _self_signed_https_server(tmp_path / "other")
+        refused = client.connection_error(ssl_failure(other))
+        other.shutdown()
+        other.server_close()
+    finally:
+        server.shutdown()
+        server.server_close()
+        client.ssl_context.cache_clear()
+    assert received and "TLS certificate" not in page.content.decode()
+    assert "and those in CONCORD_JUDGE_CA_BUNDLE" in refused.message
+
+
+def ssl_failure(server: ThreadingHTTPServer) -> Exception:
+    """What verifying `server`'s certificate against the trust store raises."""
+    import ssl
+
+    from judges import client
+
+    address = ("127.0.0.1", server.server_address[1])
+    with socket.create_connection(address) as raw, pytest.raises(ssl.SSLError) as failed:
+        client.ssl_context().wrap_socket(raw, server_hostname="127.0.0.1")
+    return failed.value
+
+
 # -- prices -------------------------------------------------------------------------------------
 def test_negative_prices_are_refused_by_the_form_and_the_database(researcher_client, project, listener):
     form = judge_form(listener.base_url, price_input_per_million="-1", price_output_per_million="-0.5")
