@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
-from contextlib import AbstractContextManager
+from contextlib import contextmanager
 from decimal import Decimal
 from typing import Any
 
@@ -31,6 +31,7 @@ from rubrics.rendering import RenderError, render_prompt
 
 from . import adapting, client
 from .calls import LaneContext, check_usable, done_fields, stop_run, version_wants_logprobs
+from .endpoint_safety import bounded
 from .endpoints import OPENAI_CHAT, OPENAI_REASONING
 from .finishing import finish_call
 from .models import Judge, JudgeBatch, JudgeCall, JudgeRun
@@ -56,6 +57,10 @@ POLL_LEASE_SECONDS = 900
 POLL_LEASE = leases.Lease(renewed="batch_polling_since", held=Q(batch_polling_since__isnull=False))
 HEARTBEAT_EVERY_LINES = 500
 FILE_TIMEOUT_SECONDS = 120.0
+# One exchange with the Batch API (a file up or down) ends within this and reads at most this much: a
+# result file holds short answers to at most MAX_FILE_BYTES of requests.
+TRANSFER_SECONDS = 900.0
+MAX_ANSWER_BYTES = 2 * MAX_FILE_BYTES
 
 
 # -- launching ----------------------------------------------------------------------------------
@@ -83,7 +88,10 @@ def check_batch_launch(judge: Judge) -> None:
 def has_batch_api(*, base_url: str, api_key: str, timeout: float) -> bool:
     """Whether the endpoint answers GET /batches (the connection test's probe; it starts nothing)."""
     try:
-        with client.endpoint_errors(api_key, timeout):
+        with (
+            bounded(seconds=timeout, max_bytes=client.MAX_REPLY_BYTES),
+            client.endpoint_errors(api_key, timeout),
+        ):
             _client(base_url, api_key, timeout).batches.list(limit=1)
     except client.EndpointError:
         return False
@@ -450,8 +458,14 @@ def _openai(ctx: LaneContext) -> Any:
     return _client(ctx.params.base_url, ctx.credential.api_key, _timeout(ctx))
 
 
-def _errors(ctx: LaneContext) -> AbstractContextManager[None]:
-    return client.endpoint_errors(ctx.credential.api_key, _timeout(ctx))
+@contextmanager
+def _errors(ctx: LaneContext) -> Iterator[None]:
+    """One exchange with the Batch API: bounded in time and size, its errors as EndpointErrors."""
+    with (
+        bounded(seconds=TRANSFER_SECONDS, max_bytes=MAX_ANSWER_BYTES),
+        client.endpoint_errors(ctx.credential.api_key, _timeout(ctx)),
+    ):
+        yield
 
 
 def _timeout(ctx: LaneContext) -> float:

@@ -238,8 +238,9 @@ def connection_error(error: Exception) -> EndpointError:
     unsafe = cause_of(error, UnsafeEndpoint)
     if unsafe is not None:
         return PermanentError(str(unsafe))
-    if cause_of(error, AnswerTooLarge) is not None:
-        return _too_large()
+    too_large = cause_of(error, AnswerTooLarge)
+    if too_large is not None:
+        return _too_large(too_large.limit)
     certificate = cause_of(error, ssl.SSLCertVerificationError)
     if certificate is not None:
         trusted = (
@@ -364,8 +365,8 @@ def _post(endpoint: ChatEndpoint, body: bytes, *, api_key: str, timeout: float) 
     except httpcore2.TimeoutException:
         still = "" if status is None else ": the answer was still arriving"
         raise TransientError(f"timed out after {timeout:g} s{still}") from None
-    except AnswerTooLarge:
-        raise _too_large() from None
+    except AnswerTooLarge as error:
+        raise _too_large(error.limit) from None
     except (httpcore2.NetworkError, httpcore2.ProtocolError, httpcore2.ProxyError) as error:
         raise connection_error(error) from None
     content = _decoded(content, fields.get("content-encoding", ""))
@@ -385,9 +386,10 @@ def _post(endpoint: ChatEndpoint, body: bytes, *, api_key: str, timeout: float) 
             ) from None
 
 
-def _too_large() -> PermanentError:
+def _too_large(limit: int | None = None) -> PermanentError:
+    megabytes = (MAX_REPLY_BYTES if limit is None else limit) // 2**20
     return PermanentError(
-        f"the endpoint's answer is larger than {MAX_REPLY_BYTES // 2**20} MB, which no chat completion is: "
+        f"the endpoint's answer is larger than {megabytes} MB, more than Concord reads of one answer: "
         "check the judge's base URL"
     )
 
@@ -441,15 +443,16 @@ def reply_from(completion: Any, *, api_key: str, latency_ms: float = 0.0) -> Rep
 def endpoint_errors(api_key: str, timeout: float) -> Iterator[None]:
     """The openai client's exceptions as EndpointErrors, for every endpoint Concord calls through it
     (chat completions, and the Batch API's files and batches)."""
+    import httpx2
     import openai  # imported on first use: it costs about a second at every process start
 
     try:
         yield
     except openai.APIStatusError as error:
         raise _status_error(error, api_key) from None
-    except openai.APITimeoutError:
+    except (openai.APITimeoutError, httpx2.TimeoutException):  # a body is read outside the client's own try
         raise TransientError(f"timed out after {timeout:g} s") from None
-    except openai.APIConnectionError as error:
+    except (openai.APIConnectionError, httpx2.TransportError, AnswerTooLarge) as error:
         raise connection_error(error) from None
     except (openai.APIResponseValidationError, json.JSONDecodeError, ValueError) as error:
         raise TransientError(f"malformed response from the endpoint: {redact(str(error), api_key)}") from None
@@ -621,21 +624,12 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
 @sensitive_variables("api_key")
 def list_models(*, base_url: str, api_key: str, timeout: float = 10.0, azure: bool = False) -> list[dict]:
     """The endpoint's models as [{"id", "owned_by"}]."""
-    import httpx2
-    import openai  # imported on first use: it costs about a second at every process start
-
     client = get_client(base_url=base_url, api_key=api_key, timeout=timeout, azure=azure)
-    try:
-        with bounded(seconds=timeout, max_bytes=MAX_REPLY_BYTES):
+    with bounded(seconds=timeout, max_bytes=MAX_REPLY_BYTES), endpoint_errors(api_key, timeout):
+        try:
             page = client.models.list()
-    except openai.APIStatusError as error:
-        raise _status_error(error, api_key) from None
-    except (openai.APITimeoutError, httpx2.TimeoutException):  # the body is read outside the client's own try
-        raise TransientError(f"timed out after {timeout:g} s") from None
-    except (openai.APIConnectionError, httpx2.TransportError, AnswerTooLarge) as error:
-        raise connection_error(error) from None
-    except (AttributeError, TypeError, ValueError) as error:  # not a model list: some other kind of server
-        raise PermanentError(
-            f"{base_url}/models is not an OpenAI model list ({redact(str(error), api_key)})"
-        ) from None
+        except (AttributeError, TypeError, ValueError) as error:  # some other kind of server
+            raise PermanentError(
+                f"{base_url}/models is not an OpenAI model list ({redact(str(error), api_key)})"
+            ) from None
     return [{"id": model.id, "owned_by": getattr(model, "owned_by", "")} for model in page.data]

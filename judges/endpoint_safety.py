@@ -147,7 +147,11 @@ def check_base_url(url: str, *, resolve_now: bool = True) -> str:
 
 
 class AnswerTooLarge(Exception):
-    """An endpoint sent more than `bounded` allows."""
+    """An endpoint sent more than `bounded` allows (`limit` bytes)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"more than {limit} bytes")
+        self.limit = limit
 
 
 _bounds = threading.local()
@@ -159,7 +163,7 @@ def bounded(*, seconds: float, max_bytes: int) -> Iterator[None]:
     ends `seconds` from now (httpcore.ConnectTimeout, WriteTimeout or ReadTimeout), and more than
     `max_bytes` read raises AnswerTooLarge: each read's own timeout alone let an endpoint that sends a byte
     now and then keep a request going for as long as it liked."""
-    _bounds.deadline, _bounds.left = time.monotonic() + seconds, max_bytes
+    _bounds.deadline, _bounds.left, _bounds.limit = time.monotonic() + seconds, max_bytes, max_bytes
     try:
         yield
     finally:
@@ -188,7 +192,7 @@ class BoundedStream(httpcore2.NetworkStream):
         if getattr(_bounds, "deadline", None) is not None:
             _bounds.left -= len(data)
             if _bounds.left < 0:
-                raise AnswerTooLarge()
+                raise AnswerTooLarge(_bounds.limit)
         return data
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
