@@ -663,18 +663,26 @@ def _by_table(key: np.ndarray, span: int, *, return_inverse: bool) -> tuple:
 
 
 def _packed_rows(rows: np.ndarray) -> np.ndarray:
-    """One int64 per row, in the rows' lexicographic order: column by column (each column's range read from
-    the column itself: ~10x faster than min and max along the rows for a few columns)."""
+    """One int64 per row, in the rows' lexicographic order: mixed radix over each column's range, the columns
+    that fit in one int64 packed by one integer product with their place values (a column at a time took
+    2.5x as long for 20 columns), the keys so far renumbered 0..k-1 whenever the next column would not fit."""
+    lows, highs = rows.min(axis=0), rows.max(axis=0)
+    spans = (highs - lows + 1).tolist()
     key = np.zeros(rows.shape[0], dtype=np.int64)
     key_span = 1
-    for column in range(rows.shape[1]):
-        values = rows[:, column]
-        low = int(values.min())
-        span = int(values.max()) - low + 1
-        if key_span * span >= 2**62:
-            # Renumber the distinct keys so far 0..k-1 before packing more columns on top.
+    start = 0
+    while start < rows.shape[1]:
+        if key_span * spans[start] >= 2**62:
             _, key = np.unique(key, return_inverse=True)
             key_span = int(key.max()) + 1
-        key = key * span + (values - low)
-        key_span *= span
+        end, block = start, 1
+        while end < rows.shape[1] and (end == start or key_span * block * spans[end] < 2**62):
+            block *= spans[end]
+            end += 1
+        places = np.ones(end - start, dtype=np.int64)  # the last column of the block counts ones
+        for column in range(end - start - 2, -1, -1):
+            places[column] = places[column + 1] * spans[start + column + 1]
+        key = key * block + (rows[:, start:end] - lows[start:end]) @ places
+        key_span *= block
+        start = end
     return key
