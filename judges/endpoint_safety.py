@@ -163,11 +163,13 @@ def bounded(*, seconds: float, max_bytes: int) -> Iterator[None]:
     ends `seconds` from now (httpcore.ConnectTimeout, WriteTimeout or ReadTimeout), and more than
     `max_bytes` read raises AnswerTooLarge: each read's own timeout alone let an endpoint that sends a byte
     now and then keep a request going for as long as it liked."""
+    outer = vars(_bounds).copy()  # a block inside another keeps to its own bounds, then the outer's again
     _bounds.deadline, _bounds.left, _bounds.limit = time.monotonic() + seconds, max_bytes, max_bytes
     try:
         yield
     finally:
-        _bounds.deadline = None
+        vars(_bounds).clear()
+        vars(_bounds).update(outer)
 
 
 def _time_left(timeout: float | None, expired: type[httpcore2.TimeoutException]) -> float | None:
