@@ -10,11 +10,16 @@ stored unless the model answered.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db.models import Q
 from django.utils import timezone
+
+from projects import leases
+from projects.models import Membership, Project
 
 from . import adapting, client, credentials
 from .batch import has_batch_api
@@ -135,6 +140,38 @@ def _failure(
     elif error.status == 404:
         message = f"{message} (is {judge.base_url} the API's base URL, usually ending in /v1?)"
     return ConnectionResult(False, message, simulated=simulated)
+
+
+# A connection test runs in the web request, its probes each bounded (the chat ones by at most 30 s, the
+# model list and the Batch API by 15 s): one at a time per person and project, so that no one ties up the
+# web server's threads with tests of slow endpoints. A test that outlives this lease no longer holds it.
+CONNECTION_TEST_LEASE = leases.Lease(
+    renewed="connection_test_since", held=Q(connection_test_since__isnull=False)
+)
+CONNECTION_TEST_SECONDS = 180
+STILL_TESTING = ConnectionResult(
+    False, "Your last connection test in this project is still running (one at a time): wait for its result."
+)
+
+
+@contextmanager
+def one_test_at_a_time(user: Any, project: Project) -> Iterator[bool]:
+    """Whether `user` may test a connection in `project` now (True: the test is theirs until the block
+    ends). A superuser who is not a member is not limited."""
+    mine = Membership.objects.filter(project=project, user=user)
+    taken = leases.take(
+        mine,
+        lease=CONNECTION_TEST_LEASE,
+        seconds=CONNECTION_TEST_SECONDS,
+        free=Q(connection_test_since__isnull=True),
+    )
+    if not taken and mine.exists():
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        leases.release(mine, lease=CONNECTION_TEST_LEASE, connection_test_since=None)
 
 
 def test_connection(*, judge: Judge) -> ConnectionResult:

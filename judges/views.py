@@ -131,7 +131,8 @@ def judge_replace_key(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 def judge_test_connection(request: SignedInHtmxRequest, slug: str, pk: int) -> HttpResponse:
     project = get_project_for(request.user, slug, role=RESEARCHER)
     judge = get_object_or_404(Judge, project=project, pk=pk)
-    result = probing.test_connection(judge=judge)
+    with probing.one_test_at_a_time(request.user, project) as mine:
+        result = probing.test_connection(judge=judge) if mine else probing.STILL_TESTING
     runs = judge.runs.select_related("evaluation", "rubric_version__rubric")
     context = {
         "project": project,

@@ -174,3 +174,25 @@ def test_the_judge_page_shows_what_the_connection_test_found(researcher_client, 
     assert "connected" in tested and "output limit sent as <code>max_completion_tokens</code>" in tested
     assert "temperature not sent" in tested and "logprobs no" in tested
     assert "max_tokens refused" in tested  # what the probe changed, in the endpoint's words
+
+
+def test_a_person_tests_one_connection_at_a_time_in_a_project(researcher_client, project, researcher, serve):
+    # Each test holds a web server thread for as long as the endpoint takes (its probes bounded one by one):
+    # a second one while the first runs is refused, until the first ends or its lease runs out.
+    from datetime import timedelta
+
+    from django.urls import reverse
+    from django.utils import timezone
+
+    from projects.models import Membership
+
+    judge = make_judge(project, serve("openai-reasoning"), model="fake-o4", temperature=0.0)
+    url = reverse("judge_test_connection", args=[project.slug, judge.pk])
+    mine = Membership.objects.filter(project=project, user=researcher)
+    mine.update(connection_test_since=timezone.now())  # a test of theirs still running
+    busy = researcher_client.post(url).content.decode()
+    assert "still running (one at a time)" in busy and "connected" not in busy
+    mine.update(connection_test_since=timezone.now() - timedelta(minutes=10))  # a test that died long ago
+    assert "connected" in researcher_client.post(url).content.decode()
+    assert mine.get().connection_test_since is None  # given back when the test ended
+    assert "connected" in researcher_client.post(url).content.decode()
