@@ -47,6 +47,7 @@ class ConnectionResult:
     simulated: bool = False
     capabilities: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    still_running: bool = False  # not tested: this person's last test is still running
 
 
 @dataclass
@@ -150,7 +151,9 @@ CONNECTION_TEST_LEASE = leases.Lease(
 )
 CONNECTION_TEST_SECONDS = 180
 STILL_TESTING = ConnectionResult(
-    False, "Your last connection test in this project is still running (one at a time): wait for its result."
+    False,
+    "Your last connection test in this project is still running (one at a time): wait for its result.",
+    still_running=True,
 )
 
 
