@@ -7,6 +7,7 @@ from django.utils import timezone
 from judges.fake_llm import FakeConfig, FakeLLM
 from judges.models import Judge
 from projects.models import Membership
+from tests.browser.pages import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
@@ -21,11 +22,7 @@ def test_the_connection_test_shows_its_progress_then_its_result_and_runs_one_at_
         )
         page = browser_page
         url = f"/p/{project.slug}/judges/{judge.pk}/"
-        page.goto(f"{live_server.url}/login/?next={url}", wait_until="domcontentloaded")
-        page.fill("input[name=username]", "rita")
-        page.fill("input[name=password]", "pw-concord-123")
-        page.keyboard.press("Enter")
-        page.wait_for_url(lambda u: "/login/" not in u)
+        log_in(page, live_server, "rita", url)
         section = page.locator("#judge-connection")
         assert section.locator(".when-testing").is_hidden()
         section.get_by_role("button", name="Test connection").click()

@@ -7,6 +7,7 @@ from judges import services
 from judges.fake_llm import FakeConfig, FakeLLM
 from judges.models import Judge
 from tests import factories
+from tests.browser.pages import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
@@ -33,11 +34,7 @@ def test_a_finishing_run_turns_done_on_the_evaluation_page_without_a_reload(
         run = services.launch_run(judge=judge, evaluation=evaluation, rubric_version=version)
         page = browser_page
         url = f"/p/{project.slug}/evaluations/{evaluation.pk}/"
-        page.goto(f"{live_server.url}/login/?next={url}", wait_until="domcontentloaded")
-        page.fill("input[name=username]", "rita")
-        page.fill("input[name=password]", "pw-concord-123")
-        page.keyboard.press("Enter")
-        page.wait_for_url(lambda u: "/login/" not in u)
+        log_in(page, live_server, "rita", url)
         section = page.locator("#evaluation_judge_runs")
         assert section.locator(".badge.run-running").count() == 1
         services.work_lane(run_id=run.pk, lane=0)

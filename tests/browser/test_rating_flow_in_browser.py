@@ -14,7 +14,8 @@ from evaluations.models import Rating
 from projects.models import Membership
 from rating.models import Assignment
 from tests import factories
-from tests.browser.test_rating_in_browser import log_in, make_study
+from tests.browser.pages import log_in
+from tests.browser.test_rating_in_browser import make_study
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
@@ -49,10 +50,7 @@ def box(page, selector):
 def test_annotator_lands_on_the_queue_and_the_comparison_is_blind(screen, viewport, live_server, annotator):
     page = screen
     make_study(annotator)
-    page.goto(f"{live_server.url}/login/", wait_until="domcontentloaded")
-    page.fill("input[name=username]", "anna")
-    page.fill("input[name=password]", "pw-concord-123")
-    page.keyboard.press("Enter")
+    log_in(page, live_server, "anna")
     page.wait_for_url("**/rate/")
     assert page.locator("text=New project").count() == 0
     assert page.locator("a.button", has_text="Start rating").count() == 1
@@ -80,7 +78,7 @@ def test_a_refused_submit_keeps_the_layout_and_focuses_the_first_unanswered_rubr
 ):
     page = screen
     evaluation = make_study(annotator)
-    log_in(page, live_server, f"/p/{evaluation.project.slug}/evaluations/{evaluation.pk}/rate/")
+    log_in(page, live_server, "anna", f"/p/{evaluation.project.slug}/evaluations/{evaluation.pk}/rate/")
     page.wait_for_selector("#rating-panel[data-stage='compare']")
     # Enter on the empty comparison: refused by the server, the form alone comes back; the focus
     # is on the unanswered rubric, not in the explanation box, so the next key picks a value.
@@ -139,7 +137,7 @@ def test_skip_key_undo_key_history_reopen_and_true_counts(screen, viewport, live
     evaluation = make_study(annotator)
     evaluation.overlap = 1
     evaluation.save()
-    log_in(page, live_server, f"/p/{evaluation.project.slug}/evaluations/{evaluation.pk}/rate/")
+    log_in(page, live_server, "anna", f"/p/{evaluation.project.slug}/evaluations/{evaluation.pk}/rate/")
     page.wait_for_selector("#rating-panel[data-stage='compare']")
     assert "0 of your share of 3" in page.inner_text(".rating-head")
     skipped = page.get_attribute("#rating-panel", "data-item")
@@ -209,7 +207,7 @@ def test_phone_layout_dialog_first_one_rubric_open_and_a_short_header(chromium, 
     page.set_default_timeout(20_000)
     try:
         evaluation = make_study(annotator)
-        log_in(page, live_server, f"/p/{evaluation.project.slug}/evaluations/{evaluation.pk}/rate/")
+        log_in(page, live_server, "anna", f"/p/{evaluation.project.slug}/evaluations/{evaluation.pk}/rate/")
         page.wait_for_selector("#rating-panel[data-stage='compare']")
         assert box(page, ".topbar")["height"] <= 56
         assert page.evaluate("document.documentElement.scrollWidth") <= 390  # nothing hidden to the side
@@ -244,11 +242,7 @@ def test_researcher_downloads_the_spreadsheet_export_and_reads_explanations_in_t
     factories.make_rating(
         evaluation, item, pairwise, rater, "B", side_shown="response", explanation="A asks a caring question."
     )
-    page.goto(f"{live_server.url}/login/", wait_until="domcontentloaded")
-    page.fill("input[name=username]", "rita")
-    page.fill("input[name=password]", "pw-concord-123")
-    page.keyboard.press("Enter")
-    page.wait_for_url(lambda url: "/login/" not in url)
+    log_in(page, live_server, "rita")
     assert page.locator("h1", has_text="Projects").count() == 1  # researchers land on their projects
     page.goto(f"{live_server.url}/p/{evaluation.project.slug}/evaluations/{evaluation.pk}/")
     form = page.locator("form.export-options")

@@ -8,6 +8,7 @@ from rating.models import Assignment
 from rubrics.builtins import ensure_builtin_rubrics
 from rubrics.models import RubricVersion
 from tests import factories
+from tests.browser.pages import log_in
 
 # serialized_rollback puts back rows from data migrations (the built-in rubrics) after the flush.
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
@@ -50,14 +51,6 @@ def make_study(annotator):
     return evaluation
 
 
-def log_in(page, live_server, next_url):
-    page.goto(f"{live_server.url}/login/?next={next_url}", wait_until="domcontentloaded")
-    page.fill("input[name=username]", "anna")
-    page.fill("input[name=password]", "pw-concord-123")
-    page.keyboard.press("Enter")
-    page.wait_for_url(lambda url: "/login/" not in url)
-
-
 def rate_current_item_with_keys(page, *, sentence: str, empathy: str, choice: str, repetition: str):
     """Step 1: the comparison alone; step 2: the other rubrics by name (context fit, empathy, repetition)."""
     item_before = page.get_attribute("#rating-panel", "data-item")
@@ -87,7 +80,7 @@ def test_annotator_rates_and_revises_with_the_keyboard_only(browser_page, live_s
     page.on("dialog", record_and_dismiss)
     evaluation = make_study(annotator)
     slug = evaluation.project.slug
-    log_in(page, live_server, f"/p/{slug}/evaluations/{evaluation.pk}/rate/")
+    log_in(page, live_server, "anna", f"/p/{slug}/evaluations/{evaluation.pk}/rate/")
 
     # The hostile dialog text is shown as text, never run.
     assert page.locator(".turn", has_text="<script>window.__owned").count() == 1
@@ -165,7 +158,7 @@ def test_an_enter_before_the_swap_settles_still_goes_through_htmx(browser_page, 
     # the panel, not a whole page.
     page = browser_page
     evaluation = make_study(annotator)
-    log_in(page, live_server, f"/p/{evaluation.project.slug}/evaluations/{evaluation.pk}/rate/")
+    log_in(page, live_server, "anna", f"/p/{evaluation.project.slug}/evaluations/{evaluation.pk}/rate/")
     page.evaluate("htmx.config.defaultSettleDelay = 3000")
     page.evaluate("window.__samePage = true")
     rate_current_item_with_keys(page, sentence="3", empathy="4", choice="a", repetition="2")

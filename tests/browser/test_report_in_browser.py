@@ -6,6 +6,7 @@ import pytest
 from tests import factories
 from tests.agreement.helpers import add_ratings
 from tests.browser.layout import clipped, page_scrolls_sideways
+from tests.browser.pages import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
@@ -42,10 +43,7 @@ def test_report_reads_on_desktop_and_phone_and_walks_the_disagreements(
     page = context.new_page()
     page.set_default_timeout(30_000)
     try:
-        page.goto(f"{live_server.url}/login/?next={report}", wait_until="domcontentloaded")
-        page.fill("input[name=username]", "rita")
-        page.fill("input[name=password]", "pw-concord-123")
-        page.keyboard.press("Enter")
+        log_in(page, live_server, "rita", report)
         page.wait_for_selector("#overview")
         page.screenshot(path=f"/tmp/concord-report-{viewport}.png")
         page.screenshot(path=f"/tmp/concord-report-{viewport}-full.png", full_page=True)

@@ -9,6 +9,7 @@ from rubrics.models import Rubric
 from rubrics.rendering import render_prompt
 from tests import factories
 from tests.browser.layout import clipped, page_scrolls_sideways
+from tests.browser.pages import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
@@ -29,10 +30,7 @@ def test_researcher_edits_the_scale_once_and_form_and_prompt_follow(
     page.set_default_timeout(20_000)
     try:
         edit = f"/p/{project.slug}/rubrics/{builtin.pk}/edit/"
-        page.goto(f"{live_server.url}/login/?next={edit}", wait_until="domcontentloaded")
-        page.fill("input[name=username]", "rita")
-        page.fill("input[name=password]", "pw-concord-123")
-        page.keyboard.press("Enter")
+        log_in(page, live_server, "rita", edit)
         page.wait_for_selector("textarea[name=prompt_template]")
         assert page.locator("textarea[name=scale]").count() == 0  # one place to edit the scale
         text = page.input_value("textarea[name=prompt_template]")
