@@ -134,3 +134,11 @@ def test_embedded_default_runs_a_judge_through_a_real_worker_and_serves_pages(em
     assert human_ratings == 2 * 4 * items  # the two demo raters on the four built-in rubrics
     assert items == 12
     assert model_ratings == items
+
+
+def test_bin_concord_refuses_one_port_for_the_web_server_and_the_simulated_llm(embedded_env, tmp_path):
+    env = {**embedded_env, "CONCORD_DEMO": "1", "CONCORD_PORT": "8765", "CONCORD_FAKE_LLM_PORT": "8765"}
+    result = subprocess.run(["bin/concord"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert "CONCORD_PORT" in result.stderr and "CONCORD_FAKE_LLM_PORT" in result.stderr
+    assert not (tmp_path / "concord.sqlite3").exists()  # it stopped before touching anything
