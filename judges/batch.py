@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from decimal import Decimal
 from typing import Any
 
@@ -31,7 +31,6 @@ from rubrics.rendering import RenderError, render_prompt
 
 from . import adapting, client
 from .calls import LaneContext, check_usable, done_fields, stop_run, version_wants_logprobs
-from .endpoint_safety import bounded
 from .endpoints import OPENAI_CHAT, OPENAI_REASONING
 from .finishing import finish_call
 from .models import Judge, JudgeBatch, JudgeCall, JudgeRun
@@ -88,10 +87,7 @@ def check_batch_launch(judge: Judge) -> None:
 def has_batch_api(*, base_url: str, api_key: str, timeout: float) -> bool:
     """Whether the endpoint answers GET /batches (the connection test's probe; it starts nothing)."""
     try:
-        with (
-            bounded(seconds=timeout, max_bytes=client.MAX_REPLY_BYTES),
-            client.endpoint_errors(api_key, timeout),
-        ):
+        with client.endpoint_errors(api_key, timeout):
             _client(base_url, api_key, timeout).batches.list(limit=1)
     except client.EndpointError:
         return False
@@ -458,14 +454,11 @@ def _openai(ctx: LaneContext) -> Any:
     return _client(ctx.params.base_url, ctx.credential.api_key, _timeout(ctx))
 
 
-@contextmanager
-def _errors(ctx: LaneContext) -> Iterator[None]:
+def _errors(ctx: LaneContext) -> AbstractContextManager[None]:
     """One exchange with the Batch API: bounded in time and size, its errors as EndpointErrors."""
-    with (
-        bounded(seconds=TRANSFER_SECONDS, max_bytes=MAX_ANSWER_BYTES),
-        client.endpoint_errors(ctx.credential.api_key, _timeout(ctx)),
-    ):
-        yield
+    return client.endpoint_errors(
+        ctx.credential.api_key, _timeout(ctx), seconds=TRANSFER_SECONDS, max_bytes=MAX_ANSWER_BYTES
+    )
 
 
 def _timeout(ctx: LaneContext) -> float:

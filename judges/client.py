@@ -365,9 +365,7 @@ def _post(endpoint: ChatEndpoint, body: bytes, *, api_key: str, timeout: float) 
     except httpcore2.TimeoutException:
         still = "" if status is None else ": the answer was still arriving"
         raise TransientError(f"timed out after {timeout:g} s{still}") from None
-    except AnswerTooLarge as error:
-        raise _too_large(error.limit) from None
-    except (httpcore2.NetworkError, httpcore2.ProtocolError, httpcore2.ProxyError) as error:
+    except (httpcore2.NetworkError, httpcore2.ProtocolError, httpcore2.ProxyError, AnswerTooLarge) as error:
         raise connection_error(error) from None
     content = _decoded(content, fields.get("content-encoding", ""))
     if not 200 <= status < 300:
@@ -440,14 +438,21 @@ def reply_from(completion: Any, *, api_key: str, latency_ms: float = 0.0) -> Rep
 
 @contextmanager
 @sensitive_variables("api_key")
-def endpoint_errors(api_key: str, timeout: float) -> Iterator[None]:
-    """The openai client's exceptions as EndpointErrors, for every endpoint Concord calls through it
-    (chat completions, and the Batch API's files and batches)."""
+def endpoint_errors(
+    api_key: str, timeout: float, *, seconds: float | None = None, max_bytes: int | None = None
+) -> Iterator[None]:
+    """An exchange through the openai client (the model list, the Batch API's files and batches): within
+    `bounded` (`seconds`, default the timeout; `max_bytes`, default MAX_REPLY_BYTES), its exceptions as
+    EndpointErrors."""
     import httpx2
     import openai  # imported on first use: it costs about a second at every process start
 
     try:
-        yield
+        with bounded(
+            seconds=timeout if seconds is None else seconds,
+            max_bytes=MAX_REPLY_BYTES if max_bytes is None else max_bytes,
+        ):
+            yield
     except openai.APIStatusError as error:
         raise _status_error(error, api_key) from None
     except (openai.APITimeoutError, httpx2.TimeoutException):  # a body is read outside the client's own try
@@ -625,7 +630,7 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
 def list_models(*, base_url: str, api_key: str, timeout: float = 10.0, azure: bool = False) -> list[dict]:
     """The endpoint's models as [{"id", "owned_by"}]."""
     client = get_client(base_url=base_url, api_key=api_key, timeout=timeout, azure=azure)
-    with bounded(seconds=timeout, max_bytes=MAX_REPLY_BYTES), endpoint_errors(api_key, timeout):
+    with endpoint_errors(api_key, timeout):
         try:
             page = client.models.list()
         except (AttributeError, TypeError, ValueError) as error:  # some other kind of server

@@ -23,6 +23,7 @@ or the web server's thread or fill its memory.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import ipaddress
 import socket
 import ssl
@@ -154,7 +155,16 @@ class AnswerTooLarge(Exception):
         self.limit = limit
 
 
-_bounds = threading.local()
+@dataclasses.dataclass
+class _Bounds:
+    """The innermost `bounded` block's deadline and byte limit, and the bytes read within it so far."""
+
+    deadline: float
+    limit: int
+    read: int = 0
+
+
+_bounds = threading.local()  # `current`: this thread's innermost _Bounds, or None outside `bounded`
 
 
 @contextlib.contextmanager
@@ -162,22 +172,22 @@ def bounded(*, seconds: float, max_bytes: int) -> Iterator[None]:
     """Within this block, what this thread's endpoint connections do (connecting, TLS, sending, each read)
     ends `seconds` from now (httpcore.ConnectTimeout, WriteTimeout or ReadTimeout), and more than
     `max_bytes` read raises AnswerTooLarge: each read's own timeout alone let an endpoint that sends a byte
-    now and then keep a request going for as long as it liked."""
-    outer = vars(_bounds).copy()  # a block inside another keeps to its own bounds, then the outer's again
-    _bounds.deadline, _bounds.left, _bounds.limit = time.monotonic() + seconds, max_bytes, max_bytes
+    now and then keep a request going for as long as it liked. A block inside another keeps to its own
+    bounds, then the outer's again."""
+    outer = getattr(_bounds, "current", None)
+    _bounds.current = _Bounds(time.monotonic() + seconds, max_bytes)
     try:
         yield
     finally:
-        vars(_bounds).clear()
-        vars(_bounds).update(outer)
+        _bounds.current = outer
 
 
 def _time_left(timeout: float | None, expired: type[httpcore2.TimeoutException]) -> float | None:
     """`timeout` shortened to what is left of the thread's `bounded` deadline, if one is set."""
-    deadline = getattr(_bounds, "deadline", None)
-    if deadline is None:
+    current = getattr(_bounds, "current", None)
+    if current is None:
         return timeout
-    left = deadline - time.monotonic()
+    left = current.deadline - time.monotonic()
     if left <= 0:
         raise expired("the request's time is up")
     return left if timeout is None else min(timeout, left)
@@ -191,10 +201,11 @@ class BoundedStream(httpcore2.NetworkStream):
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         data = self._stream.read(max_bytes, _time_left(timeout, httpcore2.ReadTimeout))
-        if getattr(_bounds, "deadline", None) is not None:
-            _bounds.left -= len(data)
-            if _bounds.left < 0:
-                raise AnswerTooLarge(_bounds.limit)
+        current = getattr(_bounds, "current", None)
+        if current is not None:
+            current.read += len(data)
+            if current.read > current.limit:
+                raise AnswerTooLarge(current.limit)
         return data
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
