@@ -15,9 +15,9 @@ Saving a judge checks the URL and, when the name resolves, every address it reso
 `SafeNetworkBackend` resolves the host itself, checks every address and connects to a checked address, so a
 name that resolves elsewhere later (DNS rebinding) or a redirect never reaches a refused address.
 
-Inside `bounded`, every connection that backend made ends its work by a deadline and reads a limited number of
-bytes: an endpoint that answers a byte now and then, headers or body, or without end, cannot hold a worker's
-or the web server's thread or fill its memory.
+Inside `bounded`, every connection that backend made ends its work by a deadline, looking up the host
+included, and reads a limited number of bytes: an endpoint (or its name servers) that answers a byte now and
+then, headers or body, or without end, cannot hold a worker's or the web server's thread or fill its memory.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import ssl
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -100,21 +101,43 @@ def check_host_name(host: str) -> None:
         raise UnsafeEndpoint(f"{host} is a cloud metadata service: refused")
 
 
-def resolve(host: str, port: int) -> list[IPAddress]:
-    """Every address `host` resolves to (an IP literal resolves to itself)."""
+# A host name is looked up in a thread of its own, so that no caller waits longer than its own time:
+# getaddrinfo cannot be interrupted, and a domain whose name servers never answer (a hostile judge URL) held
+# the web request or the lane for the resolver's own retries. A lookup left behind ends with those retries;
+# no shared pool of lookups, which one hostile judge's lanes could fill for every other run.
+RESOLVE_SECONDS = 5.0  # for a lookup outside an exchange with the endpoint (a judge's URL being saved)
+
+
+def resolve(host: str, port: int, *, seconds: float | None = None) -> list[IPAddress]:
+    """Every address `host` resolves to (an IP literal resolves to itself). Raises TimeoutError when the
+    answer takes longer than `seconds` (default RESOLVE_SECONDS), OSError when there is none."""
     try:
         return [ipaddress.ip_address(host)]
     except ValueError:
         pass
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    seconds = RESOLVE_SECONDS if seconds is None else seconds
+    lookup: Future[list[tuple[Any, ...]]] = Future()
+
+    def look_up() -> None:
+        try:
+            lookup.set_result(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except BaseException as error:  # handed to the caller
+            lookup.set_exception(error)
+
+    threading.Thread(target=look_up, name="resolve", daemon=True).start()
+    try:
+        infos = lookup.result(timeout=seconds)
+    except TimeoutError:
+        raise TimeoutError(f"looking up {host} took longer than {seconds:g} s") from None
     # An IPv6 link-local answer may carry a zone ("fe80::1%eth0"); the zone is not part of the address.
     return [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
 
 
-def check_addresses(host: str, port: int) -> list[IPAddress]:
-    """Resolve `host` and check every address; returns them. Raises UnsafeEndpoint or OSError (no answer)."""
+def check_addresses(host: str, port: int, *, seconds: float | None = None) -> list[IPAddress]:
+    """Resolve `host` (within `seconds`) and check every address; returns them. Raises UnsafeEndpoint,
+    TimeoutError (no answer in time) or OSError (no answer)."""
     check_host_name(host)
-    addresses = resolve(host, port)
+    addresses = resolve(host, port, seconds=seconds)
     if not addresses:
         raise OSError(f"{host} resolves to no address")
     for address in addresses:
@@ -141,7 +164,8 @@ def check_base_url(url: str, *, resolve_now: bool = True) -> str:
         raise UnsafeEndpoint("the base URL has no host name")
     check_host_name(host)
     if resolve_now:
-        # A name that does not resolve here may resolve on the workers: the connection checks it again.
+        # A name that does not resolve here (in RESOLVE_SECONDS) may resolve on the workers: the connection
+        # checks it again.
         with contextlib.suppress(OSError, UnicodeError):
             check_addresses(host, port or (443 if parts.scheme.lower() == "https" else 80))
     return url
@@ -238,11 +262,14 @@ class SafeNetworkBackend(httpcore2.SyncBackend):
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore2.NetworkStream:
+        seconds = _time_left(timeout, httpcore2.ConnectTimeout)
         try:
-            addresses = check_addresses(host, port)
+            addresses = check_addresses(host, port, seconds=seconds)
         except UnsafeEndpoint as error:
             # A connect error to every HTTP layer above (each maps it to its own); the reason rides along.
             raise httpcore2.ConnectError(str(error)) from error
+        except TimeoutError as error:
+            raise httpcore2.ConnectTimeout("looking up the endpoint's host took too long") from error
         except (OSError, UnicodeError) as error:
             raise httpcore2.ConnectError("could not resolve the endpoint's host") from error
         last_error: Exception | None = None

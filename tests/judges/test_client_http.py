@@ -192,3 +192,38 @@ def test_the_connection_tests_probes_keep_to_the_same_time_and_size_limits(serve
     server.body = json.dumps({"object": "list", "data": [{"id": "m" * 5000, "object": "model"}]}).encode()
     with pytest.raises(client.PermanentError, match="larger than"):
         client.list_models(base_url=server.base_url, api_key="sk-test-key-1234", timeout=5)
+
+
+def test_a_host_whose_name_servers_never_answer_keeps_to_the_timeout(monkeypatch):
+    """DNS is the edge we do not own: a lookup that hangs (a hostile judge URL's domain) stands in for the
+    resolver's own retries. The chat request, the connection test's probes and the form's check of the URL
+    each return in their own time, however many lookups are left hanging."""
+    from judges import endpoint_safety
+
+    answered = threading.Event()
+    resolve = endpoint_safety.socket.getaddrinfo
+
+    def hanging(host, *args, **kwargs):
+        if host.endswith(".hangs.test"):
+            answered.wait(30)
+            raise OSError("no answer")
+        return resolve(host, *args, **kwargs)
+
+    monkeypatch.setattr(endpoint_safety.socket, "getaddrinfo", hanging)
+    monkeypatch.setattr(endpoint_safety, "RESOLVE_SECONDS", 0.3)
+    base_url = "http://api.hangs.test/v1"
+    request = {"model": "m", "messages": [{"role": "user", "content": "2+2?"}]}
+    try:
+        started = time.monotonic()
+        with pytest.raises(client.TransientError, match="timed out after 1 s"):
+            client.chat(base_url=base_url, api_key="sk-test-key-1234", timeout=1, request=request)
+        with pytest.raises(client.TransientError, match="timed out after 1 s"):
+            client.list_models(base_url=base_url, api_key="sk-test-key-1234", timeout=1)
+        assert time.monotonic() - started < 4
+        started = time.monotonic()
+        for n in range(8):  # saving a judge: a name that does not resolve in time may resolve on the workers
+            url = f"https://api{n}.hangs.test/v1"
+            assert endpoint_safety.check_base_url(url) == url
+        assert time.monotonic() - started < 8 * 0.3 + 1
+    finally:
+        answered.set()
