@@ -1,9 +1,11 @@
 """What the agreement app does differently on PostgreSQL and on SQLite; nothing else in it asks which."""
 
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from operator import itemgetter
 
 import numpy as np
-from django.db import connection
+from django.db import close_old_connections, connection
 from django.db.models import Aggregate, BinaryField, QuerySet
 
 from evaluations.models import Rating
@@ -12,12 +14,46 @@ from evaluations.models import Rating
 RatingArrays = tuple[np.ndarray, np.ndarray, list[str], np.ndarray, np.ndarray]
 
 
-def read_ratings(ratings: QuerySet[Rating]) -> RatingArrays:
+# Reads half of a report's ratings on a connection of their own (`read_ratings`); each thread keeps one.
+_reader = ThreadPoolExecutor(max_workers=2, thread_name_prefix="agreement-read")
+
+
+def read_ratings(ratings: QuerySet[Rating], *, raters: Sequence[int] = ()) -> RatingArrays:
     """The ratings of a queryset as (item ids, rater ids, distinct value texts, each rating's text code,
-    parse_failed): grouped by value in PostgreSQL, row by row elsewhere. Same arrays up to order."""
-    if connection.vendor == "postgresql":
+    parse_failed): grouped by value in PostgreSQL, row by row elsewhere. Same arrays up to order.
+
+    `raters`: ids of the raters who may have rated (a project's). On PostgreSQL, outside a transaction, the
+    ratings of every other one of them are read on a second connection while this one reads the rest
+    (those of any rater not given included): one backend aggregates a query, so two halves take both
+    cores (500k ratings of 22 raters: 0.11-0.15 s instead of 0.19-0.24 s). The halves are two snapshots, as
+    two of a report's other queries are."""
+    if connection.vendor != "postgresql":
+        return _read_rows(ratings)
+    if len(raters) < 2 or connection.in_atomic_block:  # a helper's connection would not see our writes
         return read_grouped(ratings)
-    return _read_rows(ratings)
+    half = sorted(raters)[::2]
+    first = _reader.submit(_read_in_thread, ratings.filter(rater_id__in=half))
+    rest = read_grouped(ratings.exclude(rater_id__in=half))
+    return _joined(first.result(), rest)
+
+
+def _read_in_thread(ratings: QuerySet[Rating]) -> RatingArrays:
+    close_old_connections()  # one the database closed, or older than CONN_MAX_AGE, is opened anew
+    return read_grouped(ratings)
+
+
+def _joined(first: RatingArrays, second: RatingArrays) -> RatingArrays:
+    """Two reads as one: the second's text codes renumbered into the joined texts (the first's stand)."""
+    texts = list(dict.fromkeys([*first[2], *second[2]]))
+    number = {text: code for code, text in enumerate(texts)}
+    renumbered = np.array([number[text] for text in second[2]], dtype=np.int64)[second[3]]
+    return (
+        np.concatenate([first[0], second[0]]),
+        np.concatenate([first[1], second[1]]),
+        texts,
+        np.concatenate([first[3], renumbered]),
+        np.concatenate([first[4], second[4]]),
+    )
 
 
 def read_grouped(ratings: QuerySet[Rating]) -> RatingArrays:

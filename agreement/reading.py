@@ -52,9 +52,10 @@ class RubricRatings:
 
 
 def load_ratings(*, evaluation: Evaluation, version: RubricVersion) -> RubricRatings:
-    """Every current rating of `version` in `evaluation`, in one values_list query."""
+    """Every current rating of `version` in `evaluation` (`db.read_ratings`)."""
     ratings = Rating.objects.filter(evaluation=evaluation, rubric_version=version)
-    item_ids, rater_ids, texts, text_codes, failed = db.read_ratings(ratings)
+    raters = Rater.objects.filter(project_id=evaluation.project_id).values_list("pk", flat=True)
+    item_ids, rater_ids, texts, text_codes, failed = db.read_ratings(ratings, raters=list(raters))
     kind = version.rubric.kind
     labels, label_values = scale_of(version)
     values, levels, value_codes, invalid, labels, label_values = _parse_values(

@@ -56,6 +56,27 @@ def test_grouped_read_equals_the_row_by_row_read(ratings):
     assert sorted(texts) == ["1", "2", "bad"]  # "2" of two raters: one text
 
 
+@pytest.mark.postgres(reason="two halves at once are PostgreSQL's read outside a transaction")
+@pytest.mark.django_db(transaction=True)
+def test_ratings_read_in_two_halves_at_once_are_the_ratings_read_in_one_query(ratings, monkeypatch):
+    halves = []
+    read_in_thread = db._read_in_thread
+
+    def half_in_thread(half):
+        halves.append(half)
+        return read_in_thread(half)
+
+    monkeypatch.setattr(db, "_read_in_thread", half_in_thread)
+    a, b = sorted(set(ratings.values_list("rater_id", flat=True)))
+    whole = as_rows(db.read_grouped(ratings))
+    assert as_rows(db.read_ratings(ratings, raters=[a, b])) == whole
+    # A rater the caller did not know of (here b) is read with the rest: nothing is left out.
+    other = factories.make_rater(ratings.first().evaluation.project, name="c").pk
+    assert as_rows(db.read_ratings(ratings, raters=[a, other])) == whole
+    assert len(halves) == 2
+    assert as_rows(db.read_ratings(ratings.none(), raters=[a, b])) == set()
+
+
 def test_load_ratings_places_each_usable_value_among_the_distinct_ones_and_the_matrix_keeps_those_given(
     ratings,
 ):
