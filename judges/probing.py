@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -144,15 +145,17 @@ def _failure(
 
 
 # A connection test runs in the web request, its probes each bounded (the chat ones by at most 30 s, the
-# model list and the Batch API by 15 s): one at a time per person and project, so that no one ties up the
-# web server's threads with tests of slow endpoints. A test that outlives this lease no longer holds it.
+# model list and the Batch API by 15 s): one at a time per person (in any of their projects), so that no one
+# ties up the web server's threads with tests of slow endpoints. A test that outlives this lease no longer
+# holds it.
 CONNECTION_TEST_LEASE = leases.Lease(
     renewed="connection_test_since", held=Q(connection_test_since__isnull=False)
 )
 CONNECTION_TEST_SECONDS = 180
 STILL_TESTING = ConnectionResult(
     False,
-    "Your last connection test in this project is still running (one at a time): wait for its result.",
+    "Your last connection test, in this project or another, is still running (one at a time): wait for its "
+    "result.",
     still_running=True,
 )
 
@@ -160,14 +163,20 @@ STILL_TESTING = ConnectionResult(
 @contextmanager
 def one_test_at_a_time(user: Any, project: Project) -> Iterator[bool]:
     """Whether `user` may test a connection in `project` now (True: the test is theirs until the block
-    ends). A superuser who is not a member is not limited."""
+    ends): one at a time per person, whichever of their projects it runs in, or a member of several
+    projects could hold as many web server threads. A superuser who is not a member is not limited."""
     mine = Membership.objects.filter(project=project, user=user)
-    taken = leases.take(
-        mine,
-        lease=CONNECTION_TEST_LEASE,
-        seconds=CONNECTION_TEST_SECONDS,
-        free=Q(connection_test_since__isnull=True),
-    )
+    with transaction.atomic():
+        # Their memberships locked while we look: two tests started at once in two projects are one too many.
+        theirs = list(Membership.objects.select_for_update().filter(user=user).values_list("pk", flat=True))
+        running = CONNECTION_TEST_LEASE.held & ~CONNECTION_TEST_LEASE.expired(CONNECTION_TEST_SECONDS)
+        elsewhere = Membership.objects.filter(pk__in=theirs).exclude(project=project).filter(running)
+        taken = not elsewhere.exists() and leases.take(
+            mine,
+            lease=CONNECTION_TEST_LEASE,
+            seconds=CONNECTION_TEST_SECONDS,
+            free=Q(connection_test_since__isnull=True),
+        )
     if not taken and mine.exists():
         yield False
         return

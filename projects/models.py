@@ -33,7 +33,8 @@ class Membership(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=20, choices=Role.choices)
     created = models.DateTimeField(auto_now_add=True)
-    # When this person's judge connection test in this project started: one at a time (judges.probing).
+    # When this person's judge connection test in this project started: one at a time per person, in any
+    # project (judges.probing).
     connection_test_since = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -176,7 +176,9 @@ def test_the_judge_page_shows_what_the_connection_test_found(researcher_client, 
     assert "max_tokens refused" in tested  # what the probe changed, in the endpoint's words
 
 
-def test_a_person_tests_one_connection_at_a_time_in_a_project(researcher_client, project, researcher, serve):
+def test_a_person_tests_one_connection_at_a_time_in_any_project(
+    researcher_client, project, researcher, serve
+):
     # Each test holds a web server thread for as long as the endpoint takes (its probes bounded one by one):
     # a second one while the first runs is refused, until the first ends or its lease runs out.
     from datetime import timedelta
@@ -196,3 +198,8 @@ def test_a_person_tests_one_connection_at_a_time_in_a_project(researcher_client,
     assert "connected" in researcher_client.post(url).content.decode()
     assert mine.get().connection_test_since is None  # given back when the test ended
     assert "connected" in researcher_client.post(url).content.decode()
+
+    # Nor one in each of their projects at once: a member of ten projects would hold ten threads.
+    other = factories.make_project(name="Other study", researchers=[researcher])
+    Membership.objects.filter(project=other, user=researcher).update(connection_test_since=timezone.now())
+    assert "in this project or another, is still running" in researcher_client.post(url).content.decode()
