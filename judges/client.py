@@ -280,6 +280,20 @@ class ChatEndpoint:
 _endpoints: dict[tuple[str, str, float, bool, str], ChatEndpoint] = {}
 
 
+def close_thread_connections() -> None:
+    """Close this thread's connections to every endpoint (a lane whose run is over). A pool closes its idle
+    connections only when it is next used, and a worker thread may not send to that endpoint again for
+    days: each socket the endpoint closed meanwhile would stay open here, one per thread and endpoint,
+    until the worker ran out of file descriptors. The next run's lanes connect anew."""
+    with _clients_lock:
+        endpoints = list(_endpoints.values())
+    for endpoint in endpoints:
+        pool = getattr(endpoint.local, "pool", None)
+        if pool is not None:
+            endpoint.local.pool = None
+            pool.close()
+
+
 @sensitive_variables("api_key")  # never in an error report
 def chat_endpoint(*, base_url: str, api_key: str, timeout: float, azure: bool, model: str) -> ChatEndpoint:
     """One per endpoint, key, timeout and model, shared by a worker's threads."""

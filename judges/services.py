@@ -30,7 +30,7 @@ from rubrics.models import RubricVersion
 from rubrics.rendering import RenderError, render_prompt
 
 from . import batch as batches
-from . import credentials
+from . import client, credentials
 from .calls import LaneContext, Outcome, Retries, process_call, run_retries
 from .claims import CALL_LEASE, ClaimAhead
 from .endpoints import build_request, sent_parameters
@@ -365,10 +365,13 @@ def work_lane(*, run_id: int, lane: int) -> int:
         return 0
     ctx = LaneContext.load(run)
     ahead = ClaimAhead(ctx)
-    with run_retries(run_id) as retries:
-        done = do_calls(ctx, ahead, retries, first_lane=lane == 0)
-        if ctx.stopped():
-            retries.release()
+    try:
+        with run_retries(run_id) as retries:
+            done = do_calls(ctx, ahead, retries, first_lane=lane == 0)
+            if ctx.stopped():
+                retries.release()
+    finally:
+        client.close_thread_connections()
     ahead.release()
     done -= ctx.wait_for_finishes()
     complete_run_if_finished(run_id=run_id)

@@ -307,3 +307,17 @@ def test_an_item_the_prompt_cannot_be_rendered_for_fails_its_call_not_the_run(pr
     assert failed.item_id == broken.pk and "could not be rendered" in failed.error
     assert Rating.objects.filter(rater=run.rater).count() == 2
     assert run.status == JudgeRun.Status.FAILED and "1 call(s) failed" in run.error
+
+
+def test_a_lane_leaves_no_connection_open_once_its_run_is_over(project, serve):
+    """A worker thread may not send to this endpoint again for days: an idle keep-alive socket per thread and
+    endpoint would pile up until the worker ran out of file descriptors."""
+    import psutil
+
+    server = serve("any")
+    version, evaluation = setup_evaluation(project, items=3)
+    run = run_to_end(make_judge(project, server), evaluation, version)
+    assert run.status == JudgeRun.Status.DONE and server.stats.requests == 3
+    port = int(server.base_url.split(":")[2].split("/")[0])
+    connections = psutil.Process().net_connections(kind="tcp")
+    assert [c for c in connections if c.raddr and c.raddr.port == port and c.status == "ESTABLISHED"] == []
