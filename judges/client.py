@@ -130,7 +130,12 @@ def ssl_context() -> ssl.SSLContext:
 
 
 _clients: dict[tuple[str, str, float, bool], openai.OpenAI] = {}
+_clients_used: dict[tuple[str, str, float, bool], float] = {}  # when each was last asked for (monotonic)
 _clients_lock = threading.Lock()
+# A client nobody asked for this long is closed and forgotten: its pool closes idle connections only when next
+# used, so each endpoint, key and timeout ever tested or batched kept its sockets for the process's life.
+# Longer than one exchange may take (the Batch API's 15 minutes): every exchange asks for its client anew.
+CLIENT_IDLE_SECONDS = 1800.0
 
 
 def server_secrets() -> list[str]:
@@ -202,6 +207,11 @@ def get_client(*, base_url: str, api_key: str, timeout: float, azure: bool = Fal
 
     cache_key = (base_url, api_key, timeout, azure)
     with _clients_lock:
+        now = time.monotonic()
+        for idle in [key for key, used in _clients_used.items() if now - used > CLIENT_IDLE_SECONDS]:
+            del _clients_used[idle]
+            _clients.pop(idle).close()
+        _clients_used[cache_key] = now
         client = _clients.get(cache_key)
         if client is None:
             # The key is given explicitly, so the client never falls back to OPENAI_API_KEY (or Azure's

@@ -227,3 +227,23 @@ def test_a_host_whose_name_servers_never_answer_keeps_to_the_timeout(monkeypatch
         assert time.monotonic() - started < 8 * 0.3 + 1
     finally:
         answered.set()
+
+
+def test_a_client_nobody_asked_for_in_half_an_hour_is_closed_with_its_connections(server):
+    import psutil
+
+    def connected() -> int:
+        port = server.httpd.server_address[1]
+        tcp = psutil.Process().net_connections(kind="tcp")
+        return sum(1 for c in tcp if c.raddr and c.raddr.port == port and c.status == "ESTABLISHED")
+
+    server.body = json.dumps({"object": "list", "data": [{"id": "m", "object": "model"}]}).encode()
+    client.list_models(base_url=server.base_url, api_key="sk-test-key-1234", timeout=5)
+    key = next(key for key in client._clients if key[0] == server.base_url)
+    tested = client._clients[key]
+    assert connected() == 1  # kept alive for the next request
+    client._clients_used[key] -= client.CLIENT_IDLE_SECONDS + 1
+    client.get_client(base_url="http://127.0.0.1:9/v1", api_key="another-key", timeout=5)
+    assert key not in client._clients and tested.is_closed()
+    assert connected() == 0
+    assert client.list_models(base_url=server.base_url, api_key="sk-test-key-1234", timeout=5)  # a new one
