@@ -187,7 +187,15 @@ def one_test_at_a_time(user: Any, project: Project) -> Iterator[bool]:
 
 
 def test_connection(*, judge: Judge) -> ConnectionResult:
-    """Ask the model once, then probe what it accepts; store the result on the judge when it answered."""
+    """Ask the model once, then probe what it accepts; store the result on the judge when it answered. The
+    web server thread it ran in keeps no connection to the endpoint afterwards."""
+    try:
+        return _test_connection(judge)
+    finally:
+        client.close_thread_connections()
+
+
+def _test_connection(judge: Judge) -> ConnectionResult:
     try:
         check_base_url(judge.base_url, resolve_now=False)
     except UnsafeEndpoint as error:

@@ -203,3 +203,11 @@ def test_a_person_tests_one_connection_at_a_time_in_any_project(
     other = factories.make_project(name="Other study", researchers=[researcher])
     Membership.objects.filter(project=other, user=researcher).update(connection_test_since=timezone.now())
     assert "in this project or another, is still running" in researcher_client.post(url).content.decode()
+
+
+def test_a_connection_test_leaves_no_chat_connection_open_in_its_web_server_thread(project, serve):
+    from judges import client
+
+    judge = make_judge(project, serve("any"))
+    assert probe_connection(judge=judge).ok
+    assert all(getattr(endpoint.local, "pool", None) is None for endpoint in client._endpoints.values())
