@@ -210,8 +210,8 @@ def get_client(*, base_url: str, api_key: str, timeout: float, azure: bool = Fal
         now = time.monotonic()
         for idle in [key for key, used in _clients_used.items() if now - used > CLIENT_IDLE_SECONDS]:
             del _clients_used[idle]
-            _clients.pop(idle).close()
-        _clients_used[cache_key] = now
+            if (idle_client := _clients.pop(idle, None)) is not None:
+                idle_client.close()
         client = _clients.get(cache_key)
         if client is None:
             # The key is given explicitly, so the client never falls back to OPENAI_API_KEY (or Azure's
@@ -238,6 +238,7 @@ def get_client(*, base_url: str, api_key: str, timeout: float, azure: bool = Fal
                     http_client=http_client,
                 )
             _clients[cache_key] = client
+        _clients_used[cache_key] = now
         return client
 
 

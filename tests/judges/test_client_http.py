@@ -219,12 +219,12 @@ def test_a_host_whose_name_servers_never_answer_keeps_to_the_timeout(monkeypatch
             client.chat(base_url=base_url, api_key="sk-test-key-1234", timeout=1, request=request)
         with pytest.raises(client.TransientError, match="timed out after 1 s"):
             client.list_models(base_url=base_url, api_key="sk-test-key-1234", timeout=1)
-        assert time.monotonic() - started < 4
+        assert time.monotonic() - started < 8  # without the bound: 30 s each
         started = time.monotonic()
         for n in range(8):  # saving a judge: a name that does not resolve in time may resolve on the workers
             url = f"https://api{n}.hangs.test/v1"
             assert endpoint_safety.check_base_url(url) == url
-        assert time.monotonic() - started < 8 * 0.3 + 1
+        assert time.monotonic() - started < 8 * 0.3 + 5  # 30 s each without the bound
     finally:
         answered.set()
 
