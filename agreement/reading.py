@@ -51,11 +51,15 @@ class RubricRatings:
         )
 
 
-def load_ratings(*, evaluation: Evaluation, version: RubricVersion) -> RubricRatings:
-    """Every current rating of `version` in `evaluation` (`db.read_ratings`)."""
+def load_ratings(
+    *, evaluation: Evaluation, version: RubricVersion, raters: list[int] | None = None
+) -> RubricRatings:
+    """Every current rating of `version` in `evaluation` (`db.read_ratings`); `raters`: the project's rater
+    ids, when the caller has them already (else read here)."""
     ratings = Rating.objects.filter(evaluation=evaluation, rubric_version=version)
-    raters = Rater.objects.filter(project_id=evaluation.project_id).values_list("pk", flat=True)
-    item_ids, rater_ids, texts, text_codes, failed = db.read_ratings(ratings, raters=list(raters))
+    if raters is None:
+        raters = list(Rater.objects.filter(project_id=evaluation.project_id).values_list("pk", flat=True))
+    item_ids, rater_ids, texts, text_codes, failed = db.read_ratings(ratings, raters=raters)
     kind = version.rubric.kind
     labels, label_values = scale_of(version)
     values, levels, value_codes, invalid, labels, label_values = _parse_values(

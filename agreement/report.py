@@ -186,7 +186,7 @@ def build_report(
     total_items = evaluation.item_count() if selected is None else None
     blocks = []
     for version in versions:
-        data = load_ratings(evaluation=evaluation, version=version)
+        data = load_ratings(evaluation=evaluation, version=version, raters=list(raters))
         _add_unknown_raters(raters, data)
         if selected is not None:
             data = data.only_items(selected)
@@ -230,7 +230,7 @@ def build_reports_by(
         groups = {value: ids[np.isin(ids, allowed)] for value, ids in groups.items()}
     slices: dict[str, list[RubricReport]] = {value: [] for value in groups}
     for version in versions:
-        data = load_ratings(evaluation=evaluation, version=version)
+        data = load_ratings(evaluation=evaluation, version=version, raters=list(raters))
         _add_unknown_raters(raters, data)
         for value, ids in groups.items():
             slices[value].append(

@@ -165,13 +165,13 @@ def one_test_at_a_time(user: Any, project: Project) -> Iterator[bool]:
     """Whether `user` may test a connection in `project` now (True: the test is theirs until the block
     ends): one at a time per person, whichever of their projects it runs in, or a member of several
     projects could hold as many web server threads. A superuser who is not a member is not limited."""
-    mine = Membership.objects.filter(project=project, user=user)
+    theirs = Membership.objects.filter(user=user)
+    mine = theirs.filter(project=project)
     with transaction.atomic():
         # Their memberships locked while we look: two tests started at once in two projects are one too many.
-        theirs = list(Membership.objects.select_for_update().filter(user=user).values_list("pk", flat=True))
+        list(theirs.select_for_update().values_list("pk", flat=True))
         running = CONNECTION_TEST_LEASE.held & ~CONNECTION_TEST_LEASE.expired(CONNECTION_TEST_SECONDS)
-        elsewhere = Membership.objects.filter(pk__in=theirs).exclude(project=project).filter(running)
-        taken = not elsewhere.exists() and leases.take(
+        taken = not theirs.exclude(project=project).filter(running).exists() and leases.take(
             mine,
             lease=CONNECTION_TEST_LEASE,
             seconds=CONNECTION_TEST_SECONDS,
