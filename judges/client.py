@@ -130,12 +130,25 @@ def ssl_context() -> ssl.SSLContext:
 
 
 _clients: dict[tuple[str, str, float, bool], openai.OpenAI] = {}
-_clients_used: dict[tuple[str, str, float, bool], float] = {}  # when each was last asked for (monotonic)
 _clients_lock = threading.Lock()
-# A client nobody asked for this long is closed and forgotten: its pool closes idle connections only when next
-# used, so each endpoint, key and timeout ever tested or batched kept its sockets for the process's life.
-# Longer than one exchange may take (the Batch API's 15 minutes): every exchange asks for its client anew.
+# A client or chat endpoint nobody asked for this long is forgotten (a client closed): a client's pool closes
+# idle connections only when next used, so each endpoint, key and timeout ever tested or batched kept its
+# sockets for the process's life, and both kept the key, a rotated or deleted one too. Longer than one
+# exchange may take (the Batch API's 15 minutes): every exchange asks for its client or endpoint anew.
 CLIENT_IDLE_SECONDS = 1800.0
+_used: dict[tuple, float] = {}  # when each client and endpoint was last asked for (monotonic)
+
+
+def _asked_for(key: tuple) -> None:
+    """Note that `key`'s client or endpoint is in use, and forget those nobody asked for in
+    CLIENT_IDLE_SECONDS (called under _clients_lock)."""
+    now = time.monotonic()
+    for idle in [idle for idle, used in _used.items() if now - used > CLIENT_IDLE_SECONDS]:
+        del _used[idle]
+        _endpoints.pop(idle, None)  # lanes close their own pools when their run ends
+        if (idle_client := _clients.pop(idle, None)) is not None:
+            idle_client.close()
+    _used[key] = now
 
 
 def server_secrets() -> list[str]:
@@ -207,11 +220,7 @@ def get_client(*, base_url: str, api_key: str, timeout: float, azure: bool = Fal
 
     cache_key = (base_url, api_key, timeout, azure)
     with _clients_lock:
-        now = time.monotonic()
-        for idle in [key for key, used in _clients_used.items() if now - used > CLIENT_IDLE_SECONDS]:
-            del _clients_used[idle]
-            if (idle_client := _clients.pop(idle, None)) is not None:
-                idle_client.close()
+        _asked_for(cache_key)
         client = _clients.get(cache_key)
         if client is None:
             # The key is given explicitly, so the client never falls back to OPENAI_API_KEY (or Azure's
@@ -238,7 +247,6 @@ def get_client(*, base_url: str, api_key: str, timeout: float, azure: bool = Fal
                     http_client=http_client,
                 )
             _clients[cache_key] = client
-        _clients_used[cache_key] = now
         return client
 
 
@@ -316,6 +324,7 @@ def chat_endpoint(*, base_url: str, api_key: str, timeout: float, azure: bool, m
 
     key = (base_url, api_key, timeout, azure, model)
     with _clients_lock:
+        _asked_for(key)
         endpoint = _endpoints.get(key)
         if endpoint is None:
             headers = {

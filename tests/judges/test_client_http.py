@@ -242,8 +242,23 @@ def test_a_client_nobody_asked_for_in_half_an_hour_is_closed_with_its_connection
     key = next(key for key in client._clients if key[0] == server.base_url)
     tested = client._clients[key]
     assert connected() == 1  # kept alive for the next request
-    client._clients_used[key] -= client.CLIENT_IDLE_SECONDS + 1
+    client._used[key] -= client.CLIENT_IDLE_SECONDS + 1
     client.get_client(base_url="http://127.0.0.1:9/v1", api_key="another-key", timeout=5)
     assert key not in client._clients and tested.is_closed()
     assert connected() == 0
     assert client.list_models(base_url=server.base_url, api_key="sk-test-key-1234", timeout=5)  # a new one
+
+
+def test_a_chat_endpoint_nobody_asked_for_in_half_an_hour_is_forgotten_with_its_key(server):
+    server.body = json.dumps(COMPLETION).encode()
+    assert ask(server).content == "4"
+    key = next(key for key in client._endpoints if key[0] == server.base_url)
+    assert key[1] == "sk-test-key-1234"
+    client._used[key] -= client.CLIENT_IDLE_SECONDS - 60  # asked for 29 minutes ago: kept
+    client.get_client(base_url="http://127.0.0.1:9/v1", api_key="another-key", timeout=5)
+    assert key in client._endpoints
+    client._used[key] -= 120  # 31 minutes ago: the record, and the key in it, are gone
+    client.get_client(base_url="http://127.0.0.1:9/v1", api_key="another-key", timeout=5)
+    assert key not in client._endpoints and key not in client._used
+    assert ask(server).content == "4"  # asked for again: made anew
+    assert key in client._endpoints
