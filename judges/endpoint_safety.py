@@ -104,7 +104,7 @@ def check_host_name(host: str) -> None:
 # A host name is looked up in a thread of its own, so that no caller waits longer than its own time:
 # getaddrinfo cannot be interrupted, and a domain whose name servers never answer (a hostile judge URL) held
 # the web request or the lane for the resolver's own retries. A lookup left behind ends with those retries;
-# no shared pool of lookups, which one hostile judge's lanes could fill for every other run.
+# no shared pool of lookups, which one hostile judge's lanes could fill for every other run (`_lookup`).
 RESOLVE_SECONDS = 5.0  # for a lookup outside an exchange with the endpoint (a judge's URL being saved)
 
 
@@ -116,21 +116,44 @@ def resolve(host: str, port: int, *, seconds: float | None = None) -> list[IPAdd
     except ValueError:
         pass
     seconds = RESOLVE_SECONDS if seconds is None else seconds
-    lookup: Future[list[tuple[Any, ...]]] = Future()
-
-    def look_up() -> None:
-        try:
-            lookup.set_result(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
-        except BaseException as error:  # handed to the caller
-            lookup.set_exception(error)
-
-    threading.Thread(target=look_up, name="resolve", daemon=True).start()
     try:
-        infos = lookup.result(timeout=seconds)
+        infos = _lookup(host, port).result(timeout=seconds)
     except TimeoutError:
         raise TimeoutError(f"looking up {host} took longer than {seconds:g} s") from None
     # An IPv6 link-local answer may carry a zone ("fe80::1%eth0"); the zone is not part of the address.
     return [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
+
+
+_lookups: dict[tuple[str, int], Future[list[tuple[Any, ...]]]] = {}  # in flight
+_lookups_lock = threading.Lock()
+
+
+def _lookup(host: str, port: int) -> Future[list[tuple[Any, ...]]]:
+    """The lookup of `host` in flight, started in a thread of its own if there is none: whoever asks for the
+    same name meanwhile waits for that one answer, so saving the URL of a domain whose name servers never
+    answer again and again leaves one lookup behind, not one thread per save. Nothing is kept once it is
+    answered: the next connection looks the name up anew."""
+    key = (host, port)
+    with _lookups_lock:
+        lookup = _lookups.get(key)
+        if lookup is not None:
+            return lookup
+        lookup = _lookups[key] = Future()
+
+    def look_up() -> None:
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except BaseException as error:  # handed to whoever waits
+            with _lookups_lock:
+                del _lookups[key]
+            lookup.set_exception(error)
+        else:
+            with _lookups_lock:
+                del _lookups[key]
+            lookup.set_result(infos)
+
+    threading.Thread(target=look_up, name="resolve", daemon=True).start()
+    return lookup
 
 
 def check_addresses(host: str, port: int, *, seconds: float | None = None) -> list[IPAddress]:

@@ -73,3 +73,36 @@ def test_refused_base_urls_say_why(url, reason):
 
 def test_a_name_that_does_not_resolve_here_is_accepted_and_checked_at_connection():
     assert check_base_url(" https://api.example.test/v1 ") == "https://api.example.test/v1"
+
+
+def test_lookups_of_one_name_in_flight_share_one_thread_and_nothing_is_kept_once_answered(monkeypatch):
+    """DNS is the edge we do not own: a resolver that hangs stands in for a domain whose name servers never
+    answer. Saving its URL again and again leaves one lookup behind, not one thread per save."""
+    import threading
+    import time
+
+    from judges import endpoint_safety
+
+    answered = threading.Event()
+    asked: list[str] = []
+
+    def hanging(host, port, *args, **kwargs):
+        asked.append(host)
+        if not answered.wait(10):
+            raise OSError("no answer")
+        return [(2, 1, 6, "", ("93.184.215.14", port))]
+
+    monkeypatch.setattr(endpoint_safety.socket, "getaddrinfo", hanging)
+    monkeypatch.setattr(endpoint_safety, "RESOLVE_SECONDS", 0.1)
+    threads_before = threading.active_count()
+    for _ in range(6):
+        assert check_base_url("https://api.hangs.test/v1") == "https://api.hangs.test/v1"
+    check_base_url("https://other.hangs.test/v1")
+    assert asked == ["api.hangs.test", "other.hangs.test"]
+    assert threading.active_count() - threads_before == 2
+    answered.set()
+    deadline = time.monotonic() + 5
+    while endpoint_safety._lookups and time.monotonic() < deadline:  # the two left behind are answered
+        time.sleep(0.01)
+    assert endpoint_safety.resolve("api.hangs.test", 443) == [ipaddress.ip_address("93.184.215.14")]
+    assert asked.count("api.hangs.test") == 2  # looked up anew, not kept
