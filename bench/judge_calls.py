@@ -9,9 +9,12 @@ from launch to the run's end, its ratio to the limit (calls x latency / concurre
 floor (every request sent, retries too, x latency / concurrency), the worker's CPU time per call (and the
 simulated model's per request), a timeline (seconds from the launch until the launch returned, the first,
 33rd and last call was done and the run was), and checks every call was done exactly once (rows counted).
-`--only clean|faults|rate-limit` (repeatable) runs those scenarios alone; `--repeat N` runs them N times in
-turn and prints each scenario's median ratio. The worker
-runs with DEBUG off, as in production (BENCH_DEBUG=true: on, the settings' default).
+Last, the same number of requests, clean and with the same faults, from a plain client (http.client, a
+thread per slot, nothing stored, a refused request set aside until due as Concord's are): the reference for
+what the simulated model on this machine lets anyone reach.
+`--only clean|faults|rate-limit|plain` (repeatable) runs those scenarios alone; `--repeat N` runs them
+N times in turn and prints each scenario's median ratio. The worker runs with DEBUG off, as in production
+(BENCH_DEBUG=true: on, the settings' default).
 """
 
 from __future__ import annotations
@@ -206,6 +209,80 @@ def scenario(
     return result
 
 
+def plain_client(*, calls: int, concurrency: int, limit: float, model: str, label: str) -> dict:
+    """The same number of requests from a plain client (http.client, one thread and keep-alive connection
+    per slot, nothing stored): how close to the limit the simulated model on this machine lets anyone get,
+    the reference for Concord's own overhead. A refused request waits as Concord's would (its Retry-After,
+    else `backoff_seconds`) without holding its slot, and goes before new ones once due."""
+    import heapq
+    import http.client
+    import json
+    import threading
+
+    from judges.calls import backoff_seconds
+
+    lock = threading.Lock()
+    fresh = list(range(calls - 1, -1, -1))
+    due: list[tuple[float, int, int]] = []  # (not before, call, attempts so far)
+    seconds: list[float] = []
+    done: list[int] = []
+    attempts = [0]
+
+    def take() -> tuple[float, int, int] | None:
+        with lock:
+            if due and (due[0][0] <= time.monotonic() or not fresh):
+                return heapq.heappop(due)
+            return (0.0, fresh.pop(), 0) if fresh else None
+
+    def lane() -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", FAKE_PORT)
+        while (taken := take()) is not None:
+            not_before, n, tries = taken
+            time.sleep(max(0.0, not_before - time.monotonic()))
+            body = {
+                "model": model,
+                "messages": [{"role": "user", "content": f"Rate the last response (1-5).\n\n{n}\n\nScore:"}],
+                "temperature": 0.0,
+            }
+            started = time.monotonic()
+            connection.request(
+                "POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"}
+            )
+            response = connection.getresponse()
+            json.loads(response.read())
+            seconds.append(time.monotonic() - started)
+            with lock:
+                attempts[0] += 1
+                if response.status == 200:
+                    done.append(n)
+                    continue
+                retry_after = response.getheader("Retry-After")
+                wait = backoff_seconds(tries + 1, float(retry_after) if retry_after else None)
+                heapq.heappush(due, (time.monotonic() + wait, n, tries + 1))
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=lane) for _ in range(concurrency)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wall = time.monotonic() - started
+    seconds.sort()
+    return {
+        "scenario": label,
+        "status": "done",
+        "wall_s": round(wall, 2),
+        "limit_s": round(limit, 2),
+        "ratio": round(wall / limit, 3),
+        "http_attempts": attempts[0],
+        "own_floor_s": round(limit * attempts[0] / calls, 2),
+        "ratio_to_own_floor": round(wall / (limit * attempts[0] / calls), 3),
+        "request_ms_p50": round(1000 * seconds[len(seconds) // 2], 1),
+        "request_ms_p90": round(1000 * seconds[int(len(seconds) * 0.9)], 1),
+        "exactly_once": sorted(done) == list(range(calls)),
+    }
+
+
 def with_round(model: str, round_: int) -> str:
     if not round_:
         return model
@@ -224,7 +301,10 @@ def main() -> int:
     parser.add_argument("--fail-rate", type=float, default=0.1)
     parser.add_argument("--repeat", type=int, default=1, help="Run the scenarios this many times, in turn.")
     parser.add_argument(
-        "--only", choices=["clean", "faults", "rate-limit"], action="append", help="Run only these scenarios."
+        "--only",
+        choices=["clean", "faults", "rate-limit", "plain"],
+        action="append",
+        help="Run only these scenarios.",
     )
     args = parser.parse_args()
 
@@ -324,12 +404,22 @@ def main() -> int:
         }
         # Each round's requests differ (the simulated model fails a request only on its first attempt, by
         # the hash of its body): the model name carries the round, which the simulated model ignores.
-        results = [
-            scenario(label, **(fields | {"model": with_round(fields["model"], round_)}), **common)
-            for round_ in range(args.repeat)
-            for name, (label, fields) in scenarios.items()
-            if not args.only or name in args.only
-        ]
+        plain = {"concurrency": args.concurrency, "limit": limit}
+        results = []
+        for round_ in range(args.repeat):
+            for name, (label, fields) in scenarios.items():
+                if not args.only or name in args.only:
+                    model = with_round(fields["model"], round_)
+                    results.append(scenario(label, **(fields | {"model": model}), **common))
+            if (
+                not args.only or "plain" in args.only
+            ):  # the requests differ from Concord's: a round of its own
+                for label, model in (
+                    ("plain client, clean (reference: no Concord)", "fake-judge"),
+                    ("plain client, 10% transient failures", scenarios["faults"][1]["model"]),
+                ):
+                    model = with_round(model, 1000 + round_)
+                    results.append(plain_client(calls=args.calls, model=model, label=label, **plain))
     finally:
         for process in (*workers, fake, redis):
             stop(process)
