@@ -11,6 +11,8 @@ empty (error reports). Workloads, each printed as a pair and its ratio (Label St
 
 1. import: the same N six-turn dialogs (bench/import_dataset.py's generator); Label Studio: one JSON file
    POSTed to /api/projects/<id>/import; Concord: `manage.py import_dataset` (bench/import_dataset.py);
+   before each, untimed, Label Studio's database is vacuumed, analysed and checkpointed and its server left
+   to go idle (`settle`), so that neither import pays for work the other (or Label Studio's start-up) left;
 2. annotation round trips, the same number of concurrent annotators: Label Studio's API as its labelling
    page calls it (GET /api/projects/<id>/next, POST /api/tasks/<id>/annotations/, token auth); Concord's
    rating page over HTTP through gunicorn (bench/rating_http.py, forms with CSRF tokens);
@@ -182,6 +184,29 @@ def process_cpu(pid: int) -> float:
     return total
 
 
+def settle(pid: int, *, limit: float = 120.0) -> None:
+    """Finish what Label Studio left behind (its start-up, its import) before the next workload, untimed:
+    a VACUUM ANALYZE of its database (else autovacuum takes up 100k new rows a minute later, in the middle
+    of Concord's import, on the same 2 cores) and a CHECKPOINT (else its dirty pages are written out during
+    the next import), then wait until its server is idle (under 5% of a core for a second; at most `limit`
+    seconds). Concord's own import leaves the same work after its measured time."""
+    started = time.monotonic()
+    with psycopg.connect(f"{PG}/{LS_DB}", autocommit=True) as database:
+        database.execute("VACUUM (ANALYZE)")
+        database.execute("CHECKPOINT")
+    vacuumed = time.monotonic() - started
+    while time.monotonic() - started < limit:
+        before = process_cpu(pid)
+        time.sleep(1)
+        if process_cpu(pid) - before < 0.05:
+            break
+    print(
+        f"  (Label Studio's database vacuumed, analysed and checkpointed in {vacuumed:.1f} s, its server "
+        f"idle after {time.monotonic() - started:.1f} s: neither counted)",
+        flush=True,
+    )
+
+
 def as_tasks(dialogs: Path, output: Path) -> None:
     """The same dialogs as Label Studio tasks: the whole dialog as text, the id and topic kept."""
     with open(dialogs, encoding="utf-8") as source, open(output, "w", encoding="utf-8") as out:
@@ -250,6 +275,7 @@ def main() -> None:
         project = peer.project(args.overlap)
         workloads = set(args.workloads.split(","))
         # Label Studio's import always runs: its rating and export workloads need the tasks.
+        settle(process.pid)  # its start-up migrated a new database: that too is written out first
         with ServerCpu(PG, LS_DB) as ls_database:
             before = process_cpu(process.pid)
             ls_import = peer.import_tasks(project, tasks)
@@ -259,6 +285,7 @@ def main() -> None:
             f"PostgreSQL {ls_database.seconds:.2f} s; load average {os.getloadavg()[0]:.1f}",
             flush=True,
         )
+        settle(process.pid)
         if "import" in workloads:
             ours = concord(
                 "import_dataset.py",
