@@ -261,19 +261,30 @@ def capped_count(items: QuerySet[Item], cap: int) -> int:
 
     In no order: any cap + 1 of the matches are as many as the first cap + 1 by position, and without the
     sort PostgreSQL stops reading once it has them, where in position order it found and sorted every
-    match first (a phrase in half of 100k items: 41-66 instead of 183-287 ms, bench/README.md). On
-    PostgreSQL the statement's planner is told that parallel workers cost nothing to start: it prices a
-    scan by pages read from disk, here they come from memory and checking each item's text is the work,
-    so it kept a count of 1,420 matches in 100k items on one core (175-220 ms) that two share (127-168)."""
-    limited = items.order_by()[: cap + 1]
+    match first (a phrase in half of 100k items: 41-66 instead of 183-287 ms, bench/README.md). The item
+    browser counts inside `parallel_scans_priced_by_work`: a count of 1,420 matches in 100k items had
+    stayed on one core (175-220 ms) that two share (127-168)."""
+    return items.order_by()[: cap + 1].count()
+
+
+@contextmanager
+def parallel_scans_priced_by_work() -> Iterator[None]:
+    """On PostgreSQL, the statements run inside are planned as if parallel workers cost nothing to start
+    (one statement, for this transaction only): the item browser's filtered pages and counts. The planner
+    prices a scan by the pages it reads from disk; for these searches they come from memory and checking
+    each item's words and text is the work, which two workers share. Without it, once (auto)vacuum had
+    emptied the words index's pending list, a phrase of common words was looked for by checking 48k
+    candidates one after another on one core (230-250 ms on 100k items) instead of the whole table on two
+    (127-136 ms; bench/README.md)."""
     if not _postgresql():
-        return limited.count()
+        yield
+        return
     with transaction.atomic(savepoint=False), connection.cursor() as cursor:
         cursor.execute(
             "SELECT set_config('parallel_setup_cost', '0', true), "
             "set_config('parallel_tuple_cost', '0', true)"
         )
-        return limited.count()
+        yield
 
 
 def text_matches(query: str) -> Q:

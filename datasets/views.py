@@ -133,14 +133,18 @@ def dataset_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     page = max(1, _int(request.GET.get("page"), 1))
     counting = filtered and request.GET.get("count") == "1"
     if counting and getattr(request, "htmx", False):
-        counted = _count(dataset, items, filtered=True)
+        with db.parallel_scans_priced_by_work():
+            counted = _count(dataset, items, filtered=True)
         return render(
             request, "datasets/dataset_detail.html#total", _totals(counted, size=size, filtered=True)
         )
     total: int | None
     if filtered:
         probe = db.page_probe(query, page=page, item_count=dataset.item_count)
-        rows, total, page = _filtered_page(dataset, items, page=page, size=size, count=counting, probe=probe)
+        with db.parallel_scans_priced_by_work():
+            rows, total, page = _filtered_page(
+                dataset, items, page=page, size=size, count=counting, probe=probe
+            )
     else:
         total = _count(dataset, items, filtered=False)
         page = min(page, _pages(total, size))
