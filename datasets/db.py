@@ -275,7 +275,7 @@ def parallel_scans_priced_by_work() -> Iterator[None]:
     each item's words and text is the work, which two workers share. Without it, once (auto)vacuum had
     emptied the words index's pending list, a phrase of common words was looked for by checking 48k
     candidates one after another on one core (230-250 ms on 100k items) instead of the whole table on two
-    (127-136 ms; bench/README.md)."""
+    (127-140 ms best; bench/README.md)."""
     if not _postgresql():
         yield
         return
