@@ -31,6 +31,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -142,15 +143,12 @@ def _lookup(host: str, port: int) -> Future[list[tuple[Any, ...]]]:
 
     def look_up() -> None:
         try:
-            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            answer = partial(lookup.set_result, socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
         except BaseException as error:  # handed to whoever waits
-            with _lookups_lock:
-                del _lookups[key]
-            lookup.set_exception(error)
-        else:
-            with _lookups_lock:
-                del _lookups[key]
-            lookup.set_result(infos)
+            answer = partial(lookup.set_exception, error)
+        with _lookups_lock:
+            del _lookups[key]
+        answer()
 
     threading.Thread(target=look_up, name="resolve", daemon=True).start()
     return lookup
