@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import email.utils
 import functools
+import http.client
 import json
 import logging
 import os
@@ -29,7 +30,14 @@ from django.conf import settings
 from django.views.decorators.debug import sensitive_variables
 
 from . import credentials
-from .endpoint_safety import AnswerTooLarge, SafeNetworkBackend, UnsafeEndpoint, bounded, cause_of
+from .endpoint_safety import (
+    AnswerTooLarge,
+    CheckedHTTPConnection,
+    SafeNetworkBackend,
+    UnsafeEndpoint,
+    bounded,
+    cause_of,
+)
 
 if TYPE_CHECKING:
     import httpcore2
@@ -55,6 +63,9 @@ MAX_REPLY_BYTES = 16 * 2**20
 # The token counts' columns hold 32-bit integers: an endpoint's count beyond them (or below zero) is clamped,
 # so that it cannot stop its call, or another run's stored in the same transaction, from being stored.
 MAX_TOKEN_COUNT = 2**31 - 1
+# A kept-alive connection idle longer than this is not used again (the openai client's pool keeps them as
+# long): servers close theirs after a few seconds, and a request sent as one closes would be lost.
+KEEPALIVE_SECONDS = 5.0
 
 
 class EndpointError(Exception):
@@ -159,6 +170,22 @@ def server_secrets() -> list[str]:
     return [value for value in (*own, *credentials.declared_values()) if len(value) >= MIN_SECRET_LENGTH]
 
 
+def key_problem(api_key: str) -> str | None:
+    """Why `api_key` cannot go in an HTTP header (a character outside printable ASCII: a line break or a
+    non-breaking space pasted with it, a letter with an accent), or None. The message never shows the key."""
+    if api_key.isascii() and api_key.isprintable() and " " not in api_key:
+        return None
+    return (
+        "the judge's API key holds a space, a line break or a character outside ASCII, which no key has "
+        "and an HTTP header cannot carry: paste or set the key again"
+    )
+
+
+def check_key(api_key: str) -> None:
+    if (problem := key_problem(api_key)) is not None:
+        raise PermanentError(problem)
+
+
 @sensitive_variables("api_key")
 def safe_headers(headers: httpx2.Headers, api_key: str) -> None:
     """Drop every header that would carry something of the server's but the judge's own key: the openai
@@ -218,6 +245,7 @@ def get_client(*, base_url: str, api_key: str, timeout: float, azure: bool = Fal
 
     from .endpoints import azure_endpoint
 
+    check_key(api_key)
     cache_key = (base_url, api_key, timeout, azure)
     with _clients_lock:
         _asked_for(cache_key)
@@ -279,49 +307,60 @@ def connection_error(error: Exception) -> EndpointError:
 class ChatEndpoint:
     """Where one judge's chat completions are posted: the URL and headers the openai client would send
     (Azure: /openai/deployments/{model}/chat/completions?api-version=..., the key in api-key), made once,
-    and each thread's connection pool."""
+    and each thread's connection."""
 
-    target: httpcore2.URL  # parsed once
+    host: str  # as looked up and verified by TLS: IDNA, an IPv6 address without brackets
+    port: int
+    tls: bool
+    target: str  # path and query
     headers: list[tuple[bytes, bytes]]  # Host included; Content-Length is the body's
-    timeout: dict[str, float | None]
+    timeout: float
     local: threading.local = field(default_factory=threading.local, compare=False, repr=False)
 
-    def pool(self) -> httpcore2.ConnectionPool:
-        """This thread's connection pool. A lane sends one request at a time, so a pool of its own holds
-        one connection and never looks through the others' (a pool shared by 32 lanes spent more CPU
-        on that, under its lock, than on the exchange itself)."""
-        pool = getattr(self.local, "pool", None)
-        if pool is None:
-            pool = self.local.pool = safe_pool()
-        return pool
+    def connection(self) -> CheckedHTTPConnection:
+        """This thread's connection, kept alive between requests (a lane sends one at a time) unless it
+        idled longer than KEEPALIVE_SECONDS or the endpoint closed it meanwhile."""
+        connection = getattr(self.local, "connection", None)
+        idle = time.monotonic() - getattr(self.local, "used_at", 0.0)
+        if connection is not None and (idle > KEEPALIVE_SECONDS or not connection.reusable()):
+            connection.close()
+        if connection is None:
+            tls = ssl_context() if self.tls else None
+            connection = self.local.connection = CheckedHTTPConnection(
+                self.host, self.port, timeout=self.timeout, tls=tls
+            )
+        return connection
+
+    def used(self) -> None:
+        self.local.used_at = time.monotonic()
 
 
 _endpoints: dict[tuple[str, str, float, bool, str], ChatEndpoint] = {}
 
 
 def close_thread_connections() -> None:
-    """Close this thread's connections to every endpoint (a lane whose run is over). A pool closes its idle
-    connections only when it is next used, and a worker thread may not send to that endpoint again for
-    days: each socket the endpoint closed meanwhile would stay open here, one per thread and endpoint,
-    until the worker ran out of file descriptors. The next run's lanes connect anew."""
+    """Close this thread's connection to every endpoint (a lane whose run is over): a worker thread may not
+    send to that endpoint again for days, and each socket the endpoint closed meanwhile would stay open
+    here, one per thread and endpoint, until the worker ran out of file descriptors. The next run's lanes
+    connect anew."""
     with _clients_lock:
         endpoints = list(_endpoints.values())
     for endpoint in endpoints:
-        pool = getattr(endpoint.local, "pool", None)
-        if pool is not None:
-            endpoint.local.pool = None
-            pool.close()
+        connection = getattr(endpoint.local, "connection", None)
+        if connection is not None:
+            endpoint.local.connection = None
+            connection.close()
 
 
 @sensitive_variables("api_key")  # never in an error report
 def chat_endpoint(*, base_url: str, api_key: str, timeout: float, azure: bool, model: str) -> ChatEndpoint:
     """One per endpoint, key, timeout and model, shared by a worker's threads."""
-    import httpcore2
     import httpx2
     import openai
 
     from .endpoints import azure_endpoint
 
+    check_key(api_key)
     key = (base_url, api_key, timeout, azure, model)
     with _clients_lock:
         _asked_for(key)
@@ -345,7 +384,15 @@ def chat_endpoint(*, base_url: str, api_key: str, timeout: float, azure: bool, m
             sample = httpx2.Request("POST", url, headers=headers)  # httpx's Host header for the URL
             safe_headers(sample.headers, api_key)
             sent = [(name, value) for name, value in sample.headers.raw if name.lower() != b"content-length"]
-            endpoint = ChatEndpoint(httpcore2.URL(url), sent, httpx2.Timeout(timeout).as_dict())
+            parsed = sample.url
+            endpoint = ChatEndpoint(
+                host=parsed.raw_host.decode("ascii"),
+                port=parsed.port or (443 if parsed.scheme == "https" else 80),
+                tls=parsed.scheme == "https",
+                target=parsed.raw_path.decode("ascii"),
+                headers=sent,
+                timeout=timeout,
+            )
             _endpoints[key] = endpoint
         return endpoint
 
@@ -375,32 +422,31 @@ def chat(*, base_url: str, api_key: str, timeout: float, request: dict, azure: b
 @sensitive_variables("api_key")
 def _post(endpoint: ChatEndpoint, body: bytes, *, api_key: str, timeout: float) -> Any:
     """The JSON an endpoint answered (or its text, when it is not JSON); the errors that the openai
-    client's exceptions become in `endpoint_errors`. Sent on this thread's pool with httpcore (what httpx
-    runs on) directly: the httpx client's layers (auth, redirects, cookies, hooks) do nothing for this
-    request and cost as much CPU as the exchange. The whole exchange ends by the judge's timeout, and an
-    answer over MAX_REPLY_BYTES is not read further (`bounded`)."""
-    import httpcore2
-
-    headers = [*endpoint.headers, (b"Content-Length", str(len(body)).encode())]
-    extensions = {"timeout": endpoint.timeout}
+    client's exceptions become in `endpoint_errors`. Sent on this thread's kept-alive connection with
+    http.client: the openai client's layers (httpx, httpcore, h11) do nothing for this request and cost
+    three times its CPU. The whole exchange ends by the judge's timeout, and an answer over
+    MAX_REPLY_BYTES is not read further (`bounded`)."""
+    connection = endpoint.connection()
     status = None
     try:
-        with (
-            bounded(seconds=timeout, max_bytes=MAX_REPLY_BYTES),
-            endpoint.pool().stream(
-                "POST", endpoint.target, headers=headers, content=body, extensions=extensions
-            ) as response,
-        ):
+        with bounded(seconds=timeout, max_bytes=MAX_REPLY_BYTES):
+            connection.putrequest("POST", endpoint.target, skip_host=True, skip_accept_encoding=True)
+            for name, value in endpoint.headers:
+                connection.putheader(name, value)
+            connection.putheader(b"Content-Length", str(len(body)).encode())
+            connection.endheaders(body)
+            response = connection.getresponse()
             status = response.status
-            fields = {
-                name.decode("latin-1").lower(): value.decode("latin-1") for name, value in response.headers
-            }
-            content = b"".join(response.iter_stream())
-    except httpcore2.TimeoutException:
+            fields = {name.lower(): value for name, value in response.getheaders()}
+            content = response.read()
+    except TimeoutError:
+        connection.close()
         still = "" if status is None else ": the answer was still arriving"
         raise TransientError(f"timed out after {timeout:g} s{still}") from None
-    except (httpcore2.NetworkError, httpcore2.ProtocolError, httpcore2.ProxyError, AnswerTooLarge) as error:
+    except (OSError, http.client.HTTPException, AnswerTooLarge, UnsafeEndpoint) as error:
+        connection.close()
         raise connection_error(error) from None
+    endpoint.used()
     content = _decoded(content, fields.get("content-encoding", ""))
     if not 200 <= status < 300:
         text = content.decode("utf-8", "replace")

@@ -12,11 +12,13 @@ checks a base URL could reach the cloud metadata service (credentials of the mac
 - IPv4 written inside IPv6 (::ffff:a.b.c.d, 64:ff9b::a.b.c.d, 6to4, ::a.b.c.d) is judged as the IPv4.
 
 Saving a judge checks the URL and, when the name resolves, every address it resolves to. At call time
-`SafeNetworkBackend` resolves the host itself, checks every address and connects to a checked address, so a
-name that resolves elsewhere later (DNS rebinding) or a redirect never reaches a refused address.
+`open_socket` resolves the host itself, checks every address and connects to a checked address, so a name
+that resolves elsewhere later (DNS rebinding) or a redirect never reaches a refused address. Every
+connection to an endpoint is opened there: a chat request's (`CheckedHTTPConnection`, http.client) and the
+openai client's (`SafeNetworkBackend`, httpcore).
 
-Inside `bounded`, every connection that backend made ends its work by a deadline, looking up the host
-included, and reads a limited number of bytes: an endpoint (or its name servers) that answers a byte now and
+Inside `bounded`, every such connection ends its work by a deadline, looking up the host included, and
+reads a limited number of bytes: an endpoint (or its name servers) that answers a byte now and
 then, headers or body, or without end, cannot hold a worker's or the web server's thread or fill its memory.
 """
 
@@ -24,7 +26,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import http.client
+import io
 import ipaddress
+import select
 import socket
 import ssl
 import threading
@@ -37,6 +42,7 @@ from urllib.parse import urlsplit
 
 import httpcore2
 from django.conf import settings
+from httpcore2._backends.sync import SyncStream  # httpcore's own socket stream, which it does not export
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -227,7 +233,7 @@ def bounded(*, seconds: float, max_bytes: int) -> Iterator[None]:
         _bounds.current = outer
 
 
-def _time_left(timeout: float | None, expired: type[httpcore2.TimeoutException]) -> float | None:
+def _time_left(timeout: float | None, expired: type[Exception]) -> float | None:
     """`timeout` shortened to what is left of the thread's `bounded` deadline, if one is set."""
     current = getattr(_bounds, "current", None)
     if current is None:
@@ -238,6 +244,41 @@ def _time_left(timeout: float | None, expired: type[httpcore2.TimeoutException])
     return left if timeout is None else min(timeout, left)
 
 
+def _count_read(size: int) -> None:
+    """Add `size` bytes read to the thread's `bounded` block; AnswerTooLarge past its limit."""
+    current = getattr(_bounds, "current", None)
+    if current is not None:
+        current.read += size
+        if current.read > current.limit:
+            raise AnswerTooLarge(current.limit)
+
+
+def open_socket(host: str, port: int, timeout: float | None) -> socket.socket:
+    """A TCP connection to an address of `host` that `check_address` allows (the host is resolved here and
+    every address it resolves to checked first), within `timeout` and the thread's `bounded` deadline.
+    Raises UnsafeEndpoint, TimeoutError (looking up or connecting took too long) or OSError."""
+    seconds = _time_left(timeout, TimeoutError)
+    try:
+        addresses = check_addresses(host, port, seconds=seconds)
+    except TimeoutError:
+        raise TimeoutError("looking up the endpoint's host took too long") from None
+    except UnicodeError:
+        raise OSError("could not resolve the endpoint's host") from None
+    last_error: OSError | None = None
+    for address in addresses:
+        try:
+            sock = socket.create_connection((str(address), port), _time_left(timeout, TimeoutError))
+        except TimeoutError:
+            raise
+        except OSError as error:
+            last_error = error
+            continue
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a request goes out in one segment
+        return sock
+    assert last_error is not None
+    raise last_error
+
+
 class BoundedStream(httpcore2.NetworkStream):
     """A connection that keeps to its thread's `bounded` deadline and byte limit, for any request."""
 
@@ -246,11 +287,7 @@ class BoundedStream(httpcore2.NetworkStream):
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         data = self._stream.read(max_bytes, _time_left(timeout, httpcore2.ReadTimeout))
-        current = getattr(_bounds, "current", None)
-        if current is not None:
-            current.read += len(data)
-            if current.read > current.limit:
-                raise AnswerTooLarge(current.limit)
+        _count_read(len(data))
         return data
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
@@ -270,10 +307,9 @@ class BoundedStream(httpcore2.NetworkStream):
 
 
 class SafeNetworkBackend(httpcore2.SyncBackend):
-    """Connects only to addresses `check_address` allows: the host is resolved here, every address it
-    resolves to is checked, and the socket goes to a checked address (TLS still verifies the host name,
-    which httpcore takes from the URL, not from the address connected to). Its connections keep to
-    `bounded`."""
+    """httpcore's connections (the openai client's: models, files, batches) through `open_socket`, so they
+    go only to addresses `check_address` allows (TLS still verifies the host name, which httpcore takes from
+    the URL, not from the address connected to), and keep to `bounded`."""
 
     def connect_tcp(
         self,
@@ -283,31 +319,108 @@ class SafeNetworkBackend(httpcore2.SyncBackend):
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore2.NetworkStream:
-        seconds = _time_left(timeout, httpcore2.ConnectTimeout)
         try:
-            addresses = check_addresses(host, port, seconds=seconds)
+            sock = open_socket(host, port, timeout)
         except UnsafeEndpoint as error:
             # A connect error to every HTTP layer above (each maps it to its own); the reason rides along.
             raise httpcore2.ConnectError(str(error)) from error
         except TimeoutError as error:
-            raise httpcore2.ConnectTimeout("looking up the endpoint's host took too long") from error
-        except (OSError, UnicodeError) as error:
-            raise httpcore2.ConnectError("could not resolve the endpoint's host") from error
-        last_error: Exception | None = None
-        for address in addresses:
-            try:
-                stream = super().connect_tcp(
-                    str(address),
-                    port,
-                    _time_left(timeout, httpcore2.ConnectTimeout),
-                    local_address=local_address,
-                    socket_options=socket_options,
-                )
-                return BoundedStream(stream)
-            except httpcore2.ConnectError as error:
-                last_error = error
-        assert last_error is not None
-        raise last_error
+            raise httpcore2.ConnectTimeout(str(error)) from error
+        except OSError as error:
+            raise httpcore2.ConnectError(str(error)) from error
+        for option in socket_options or ():
+            sock.setsockopt(*option)
+        return BoundedStream(SyncStream(sock))
+
+
+class BoundedSocket:
+    """A connection for http.client that keeps to its thread's `bounded` deadline and byte limit, as
+    `BoundedStream` does for httpcore: each send and read waits at most for what is left of the deadline
+    (else `timeout`), and every byte read counts."""
+
+    def __init__(self, sock: socket.socket, timeout: float | None) -> None:
+        self._sock = sock
+        self._timeout = timeout
+        self._readers = 0  # responses still reading: the socket closes after the last, as a socket's does
+        self._closing = False
+
+    def sendall(self, data: bytes) -> None:
+        self._sock.settimeout(_time_left(self._timeout, TimeoutError))
+        self._sock.sendall(data)
+
+    def recv_into(self, buffer: Any) -> int:
+        self._sock.settimeout(_time_left(self._timeout, TimeoutError))
+        size = self._sock.recv_into(buffer)
+        _count_read(size)
+        return size
+
+    def makefile(self, mode: str) -> io.BufferedReader:
+        """What http.client reads a response from."""
+        self._readers += 1
+        return io.BufferedReader(_Reader(self))
+
+    def reader_closed(self) -> None:
+        self._readers -= 1
+        if self._closing and not self._readers:
+            self._sock.close()
+
+    def idle(self) -> bool:
+        """Nothing arrived since the last answer was read: neither the end of the connection (the endpoint
+        closed it while it was kept alive) nor bytes nobody asked for. Otherwise it is not used again."""
+        if isinstance(self._sock, ssl.SSLSocket) and self._sock.pending():
+            return False
+        poll = select.poll()
+        poll.register(self._sock, select.POLLIN)
+        return not poll.poll(0)
+
+    def close(self) -> None:
+        """Close the connection once no response reads from it (http.client closes a connection the
+        endpoint will close as soon as the answer's headers are in, and reads the body after)."""
+        self._closing = True
+        if not self._readers:
+            self._sock.close()
+
+
+class _Reader(io.RawIOBase):
+    def __init__(self, sock: BoundedSocket) -> None:
+        self._sock = sock
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        return self._sock.recv_into(buffer)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._sock.reader_closed()
+        super().close()
+
+
+class CheckedHTTPConnection(http.client.HTTPConnection):
+    """http.client's connection (HTTP or HTTPS) through `open_socket`, as a `BoundedSocket`: only to
+    addresses `check_address` allows, TLS verified against the host name with `tls`, within the
+    thread's `bounded` deadline and byte limit."""
+
+    def __init__(self, host: str, port: int, *, timeout: float, tls: ssl.SSLContext | None) -> None:
+        super().__init__(host, port, timeout=timeout)
+        self._tls = tls
+
+    def connect(self) -> None:
+        sock = open_socket(self.host, self.port, self.timeout)
+        try:
+            if self._tls is not None:
+                sock.settimeout(_time_left(self.timeout, TimeoutError))
+                sock = self._tls.wrap_socket(sock, server_hostname=self.host)
+        except BaseException:
+            sock.close()
+            raise
+        self.sock = BoundedSocket(sock, self.timeout)
+
+    def reusable(self) -> bool:
+        """Whether its kept-alive connection (or none yet) may carry the next request."""
+        sock = self.sock
+        return sock is None or (isinstance(sock, BoundedSocket) and sock.idle())
 
 
 def cause_of[E: BaseException](error: BaseException | None, kind: type[E]) -> E | None:

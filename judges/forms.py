@@ -6,7 +6,7 @@ from django import forms
 
 from rubrics.models import RubricVersion
 
-from . import credentials
+from . import client, credentials
 from .endpoint_safety import UnsafeEndpoint, check_base_url
 from .endpoints import AUTOMATIC
 from .models import Judge
@@ -46,6 +46,11 @@ class PastedKeyField(forms.CharField):
         super().validate(value)
         if value and any(character.isspace() for character in value):
             raise forms.ValidationError("Paste the key alone: one line, no spaces.")
+        if value and client.key_problem(value):
+            raise forms.ValidationError(
+                "A key holds only printable ASCII characters (letters without accents, digits, - _ .): "
+                "this one does not; paste it again from the provider's page."
+            )
 
 
 class JudgeForm(forms.ModelForm):

@@ -254,6 +254,15 @@ def test_pasted_keys_are_refused_when_the_server_has_no_encryption_key(
     assert not Judge.objects.exists()
 
 
+def test_a_pasted_key_no_http_header_can_carry_is_refused_with_the_reason(
+    researcher_client, project, listener, server_secrets
+):
+    form = judge_form(listener.base_url, credential="pasted", api_key="sk-abcdé-wxyz")
+    response = researcher_client.post(reverse("judge_create", args=[project.slug]), form)
+    assert response.status_code == 200 and "only printable ASCII" in response.content.decode()
+    assert not Judge.objects.exists()
+
+
 def test_a_pasted_key_can_be_replaced_and_keys_rotated(
     researcher_client, project, listener, server_secrets, evaluation_setup
 ):

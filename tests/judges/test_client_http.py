@@ -1,6 +1,6 @@
-"""The chat request on the wire (judges.client.chat, sent with httpcore on each thread's own pool), against a
-real loopback HTTP server that answers as it is told: headers sent, compressed and error answers, and one
-kept-alive connection per thread."""
+"""The chat request on the wire (judges.client.chat, sent with http.client on each thread's own connection),
+against a real loopback HTTP server that answers as it is told: headers sent, compressed and error answers,
+one kept-alive connection per thread, and a new one where the endpoint closed the old."""
 
 import gzip
 import json
@@ -28,6 +28,7 @@ class Server:
         self.status, self.headers, self.body = 200, {"Content-Type": "application/json"}, b""
         self.drip = 0.0  # seconds between the body's bytes (0: all at once)
         self.head_drip = 0.0  # seconds between the status line's and headers' bytes
+        self.close_after = None  # seconds after an answer when the server closes a kept-alive connection
         self.requests: list[dict[str, str]] = []
         self.ports: list[int] = []
         server = self
@@ -50,6 +51,10 @@ class Server:
                 head += [f"Content-Length: {len(server.body)}", "", ""]
                 self.dripped("\r\n".join(head).encode("latin-1"), server.head_drip)
                 self.dripped(server.body, server.drip)
+                if server.close_after is not None:  # as servers do with idle connections, saying nothing
+                    self.wfile.flush()
+                    time.sleep(server.close_after)
+                    self.close_connection = True
 
             def dripped(self, data: bytes, pause: float) -> None:
                 if not pause:
@@ -125,6 +130,34 @@ def test_each_thread_keeps_its_own_connection_alive(server):
     other.join()
     first, again, from_other = server.ports
     assert first == again != from_other
+
+
+def test_a_kept_alive_connection_the_endpoint_closed_meanwhile_is_not_used_again(server):
+    server.body = json.dumps(COMPLETION).encode()
+    server.close_after = 0.05
+    ask(server)
+    time.sleep(0.3)  # the server has closed it; a request sent on it would be lost
+    assert ask(server).content == "4"
+    first, second = server.ports
+    assert first != second
+
+
+def test_a_connection_idle_longer_than_the_keepalive_time_is_not_used_again(server, monkeypatch):
+    server.body = json.dumps(COMPLETION).encode()
+    ask(server)
+    monkeypatch.setattr(client, "KEEPALIVE_SECONDS", 0.0)
+    ask(server)
+    first, second = server.ports
+    assert first != second
+
+
+@pytest.mark.parametrize("key", ["sk-test-key-1234\n", "sk-test-kéy-1234", "sk-test\x00key-1234"])
+def test_a_key_no_header_can_carry_stops_the_call_with_the_reason_and_sends_nothing(server, key):
+    request = {"model": "m", "messages": [{"role": "user", "content": "2+2?"}]}
+    with pytest.raises(client.PermanentError, match="API key holds a space, a line break") as raised:
+        client.chat(base_url=server.base_url, api_key=key, timeout=5, request=request)
+    assert "key-1234" not in raised.value.message
+    assert server.requests == []
 
 
 def test_a_nul_character_in_a_reply_or_error_is_replaced_so_the_text_can_be_stored(server):
