@@ -135,6 +135,9 @@ def ssl_context() -> ssl.SSLContext:
     import httpx2
 
     context = httpx2.create_ssl_context(trust_env=False)
+    # HTTP/1.1 is all either client speaks: said in the TLS handshake (httpcore sets the same on every
+    # connection it makes), so no server answers a chat request in HTTP/2.
+    context.set_alpn_protocols(["http/1.1"])
     if settings.CONCORD_JUDGE_CA_BUNDLE:
         context.load_verify_locations(cafile=settings.CONCORD_JUDGE_CA_BUNDLE)
     return context
