@@ -60,6 +60,7 @@ LOGPROB_TOKENS_KEPT = 8
 PATH_SAFE = "!$&'()*+,;=:@"
 # A chat completion's answer is kilobytes (logprobs included); more than this is not read.
 MAX_REPLY_BYTES = 16 * 2**20
+READ_PIECE_BYTES = 2**16
 # The token counts' columns hold 32-bit integers: an endpoint's count beyond them (or below zero) is clamped,
 # so that it cannot stop its call, or another run's stored in the same transaction, from being stored.
 MAX_TOKEN_COUNT = 2**31 - 1
@@ -441,7 +442,7 @@ def _post(endpoint: ChatEndpoint, body: bytes, *, api_key: str, timeout: float) 
             response = connection.getresponse()
             status = response.status
             fields = {name.lower(): value for name, value in response.getheaders()}
-            content = response.read()
+            content = _read_body(response)
     except TimeoutError:
         connection.close()
         still = "" if status is None else ": the answer was still arriving"
@@ -465,6 +466,18 @@ def _post(endpoint: ChatEndpoint, body: bytes, *, api_key: str, timeout: float) 
             raise TransientError(
                 f"malformed response from the endpoint: {redact(str(error), api_key)}"
             ) from None
+
+
+def _read_body(response: http.client.HTTPResponse) -> bytes:
+    """The answer's body, read a piece at a time: the length an endpoint claims (Content-Length, a chunk's
+    size) is never asked of memory at once, which raised MemoryError for a claim of terabytes. A claim over
+    MAX_REPLY_BYTES is refused before reading; `bounded` stops a body that grows past it."""
+    if response.length is not None and response.length > MAX_REPLY_BYTES:
+        raise AnswerTooLarge(MAX_REPLY_BYTES)
+    pieces = []
+    while piece := response.read(READ_PIECE_BYTES):
+        pieces.append(piece)
+    return b"".join(pieces)
 
 
 def _too_large(limit: int | None = None) -> PermanentError:

@@ -183,6 +183,22 @@ def test_an_answer_over_the_size_limit_is_not_read_into_memory(server, monkeypat
         ask(server)
 
 
+@pytest.mark.parametrize(
+    ("claim", "error", "message"),
+    [
+        ({"Content-Length": "99999999999999"}, client.PermanentError, "larger than 16 MB"),
+        ({"Content-Length": "9" * 30}, client.PermanentError, "larger than 16 MB"),
+        ({"Transfer-Encoding": "chunked"}, client.TransientError, "timed out after 1 s"),
+    ],
+)
+def test_a_length_the_endpoint_claims_is_never_asked_of_memory_at_once(server, claim, error, message):
+    # Sent before the server's own Content-Length, so it is the one read; a chunk of terabytes follows.
+    server.headers.update(claim)
+    server.body = b"ffffffffffffff\r\n" + json.dumps(COMPLETION).encode()
+    with pytest.raises(error, match=message):
+        ask(server, timeout=1)
+
+
 @pytest.mark.parametrize("count", [-5, 10**30, "many", 1e400, 2.5])
 def test_an_absurd_token_count_is_clamped_to_what_the_columns_hold(server, count):
     completion = json.loads(json.dumps(COMPLETION))
