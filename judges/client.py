@@ -249,12 +249,12 @@ def get_client(*, base_url: str, api_key: str, timeout: float, azure: bool = Fal
 
     from .endpoints import azure_endpoint
 
-    check_key(api_key)
     cache_key = (base_url, api_key, timeout, azure)
     with _clients_lock:
         _asked_for(cache_key)
         client = _clients.get(cache_key)
         if client is None:
+            check_key(api_key)
             # The key is given explicitly, so the client never falls back to OPENAI_API_KEY (or Azure's
             # variables); with no key the transport sends no Authorization header at all.
             key, http_client = api_key or "no-key", safe_http_client(api_key=api_key)
@@ -325,18 +325,14 @@ class ChatEndpoint:
         """This thread's connection, kept alive between requests (a lane sends one at a time) unless it
         idled longer than KEEPALIVE_SECONDS or the endpoint closed it meanwhile."""
         connection = getattr(self.local, "connection", None)
-        idle = time.monotonic() - getattr(self.local, "used_at", 0.0)
-        if connection is not None and (idle > KEEPALIVE_SECONDS or not connection.reusable()):
-            connection.close()
         if connection is None:
             tls = ssl_context() if self.tls else None
             connection = self.local.connection = CheckedHTTPConnection(
                 self.host, self.port, timeout=self.timeout, tls=tls
             )
+        elif not connection.reusable(KEEPALIVE_SECONDS):
+            connection.close()  # http.client connects anew for the next request
         return connection
-
-    def used(self) -> None:
-        self.local.used_at = time.monotonic()
 
 
 _endpoints: dict[tuple[str, str, float, bool, str], ChatEndpoint] = {}
@@ -364,12 +360,12 @@ def chat_endpoint(*, base_url: str, api_key: str, timeout: float, azure: bool, m
 
     from .endpoints import azure_endpoint
 
-    check_key(api_key)
     key = (base_url, api_key, timeout, azure, model)
     with _clients_lock:
         _asked_for(key)
         endpoint = _endpoints.get(key)
         if endpoint is None:
+            check_key(api_key)
             headers = {
                 "Accept": "application/json",
                 "Accept-Encoding": "identity",
@@ -451,7 +447,7 @@ def _post(endpoint: ChatEndpoint, body: bytes, *, api_key: str, timeout: float) 
     except (OSError, http.client.HTTPException, AnswerTooLarge, UnsafeEndpoint) as error:
         connection.close()
         raise connection_error(error) from None
-    endpoint.used()
+    connection.answered_at = time.monotonic()
     content = _decoded(content, fields.get("content-encoding", ""))
     if not 200 <= status < 300:
         text = content.decode("utf-8", "replace")

@@ -405,6 +405,7 @@ class CheckedHTTPConnection(http.client.HTTPConnection):
     def __init__(self, host: str, port: int, *, timeout: float, tls: ssl.SSLContext | None) -> None:
         super().__init__(host, port, timeout=timeout)
         self._tls = tls
+        self.answered_at = 0.0  # when its last answer was read in full (monotonic)
 
     def connect(self) -> None:
         sock = open_socket(self.host, self.port, self.timeout)
@@ -417,10 +418,14 @@ class CheckedHTTPConnection(http.client.HTTPConnection):
             raise
         self.sock = BoundedSocket(sock, self.timeout)
 
-    def reusable(self) -> bool:
-        """Whether its kept-alive connection (or none yet) may carry the next request."""
+    def reusable(self, idle_seconds: float) -> bool:
+        """Whether its kept-alive connection (or none yet) may carry the next request: its last answer was
+        read at most `idle_seconds` ago and nothing arrived since."""
         sock = self.sock
-        return sock is None or (isinstance(sock, BoundedSocket) and sock.idle())
+        if sock is None:
+            return True
+        fresh = time.monotonic() - self.answered_at <= idle_seconds
+        return fresh and isinstance(sock, BoundedSocket) and sock.idle()
 
 
 def cause_of[E: BaseException](error: BaseException | None, kind: type[E]) -> E | None:
