@@ -9,6 +9,7 @@ rating in `judges.aggregate`, and calls and ratings are stored in `judges.finish
 from __future__ import annotations
 
 import enum
+import functools
 import hashlib
 import json
 import random
@@ -19,6 +20,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -99,6 +101,13 @@ class RunWatch:
         with self._lock:
             self._checked[run_id] = (time.monotonic(), False)
 
+    def read_running(self, run_id: int, *, at: float) -> None:
+        """A lane read the run as running at `at` (its start): the lanes here need not ask again for
+        STATUS_CHECK_SECONDS, unless someone saw it stop after that."""
+        with self._lock:
+            if self._checked.get(run_id, (-1.0, True))[0] < at:
+                self._checked[run_id] = (at, True)
+
 
 _watch = RunWatch()
 
@@ -123,26 +132,32 @@ class LaneContext:
     _stopped: bool = False
 
     @classmethod
-    def load(cls, run: JudgeRun) -> LaneContext:
-        version = RubricVersion.objects.select_related("rubric").get(pk=run.rubric_version_id)
+    def load(cls, run: JudgeRun, *, read_at: float | None = None) -> LaneContext:
+        """The lane's context for `run`, read from the database as running at `read_at` (a lane's start),
+        if given: its first look at the run's status is then that read, not one more query."""
+        fixed = RunFixed.of(run)
         params = run.frozen_parameters
         limiter = RateLimiter(
             judge_id=run.judge_id,
             requests_per_minute=params.requests_per_minute,
             tokens_per_minute=params.tokens_per_minute,
         )
-        return cls(
+        ctx = cls(
             run_id=run.pk,
             evaluation_id=run.evaluation_id,
             rater_id=run.rater_id,
-            version=version,
+            version=fixed.version,
             params=params,
             limiter=limiter,
-            project_id=Evaluation.objects.values_list("project_id", flat=True).get(pk=run.evaluation_id),
+            project_id=fixed.project_id,
             credential=credential_for(judge_id=run.judge_id, source=params.credential),
             adaptations=adapting.merged(run.adaptations),
-            call_ids=call_ids(run.pk),
+            call_ids=fixed.call_ids,
         )
+        if read_at is not None:
+            ctx._started_at = read_at
+            _watch.read_running(run.pk, at=read_at)
+        return ctx
 
     @property
     def kind(self) -> str:
@@ -208,9 +223,34 @@ class LaneContext:
         return self._stopped
 
 
-def call_ids(run_id: int) -> tuple[int, int]:
+@dataclass(frozen=True)
+class RunFixed:
+    """What no lane changes while a run's calls are queued: its rubric version, its project and the ids of
+    its first and last call. Read by the first of its lanes to start in a process and shared by the others
+    (at a run's start, when every lane loads at once, this was half of each lane's CPU before its first
+    request); read again when the run is queued again (resumed or recovered: `queued_at`)."""
+
+    version: RubricVersion
+    project_id: int
+    call_ids: tuple[int, int]
+
+    @classmethod
+    def of(cls, run: JudgeRun) -> RunFixed:
+        return _run_fixed(run.pk, run.created, run.queued_at, run.rubric_version_id, run.evaluation_id)
+
+
+@functools.lru_cache(maxsize=32)
+def _run_fixed(
+    run_id: int, created: datetime, queued_at: datetime | None, version_id: int, evaluation_id: int
+) -> RunFixed:
+    """`RunFixed` for a run, as it was queued at `queued_at` (`created` too: a test database may give a
+    new run an old one's id)."""
     ids = JudgeCall.objects.filter(run_id=run_id).aggregate(first=Min("id"), last=Max("id"))
-    return ids["first"] or 0, ids["last"] or 0
+    return RunFixed(
+        version=RubricVersion.objects.select_related("rubric").get(pk=version_id),
+        project_id=Evaluation.objects.values_list("project_id", flat=True).get(pk=evaluation_id),
+        call_ids=(ids["first"] or 0, ids["last"] or 0),
+    )
 
 
 def cache_key(*, project_id: int, credential: str, base_url: str, request: dict[str, Any]) -> str:

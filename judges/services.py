@@ -10,6 +10,7 @@ concurrency is the number of requests in flight at once.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
@@ -360,10 +361,11 @@ def enqueue_lanes(run_id: int, lanes: list[int]) -> None:
 
 def work_lane(*, run_id: int, lane: int) -> int:
     """Claim and do calls until none is left or the run stops; returns how many this lane did."""
+    read_at = time.monotonic()
     run = JudgeRun.objects.filter(pk=run_id, status=JudgeRun.Status.RUNNING).first()
     if run is None:
         return 0
-    ctx = LaneContext.load(run)
+    ctx = LaneContext.load(run, read_at=read_at)
     ahead = ClaimAhead(ctx)
     try:
         with run_retries(run_id) as retries:

@@ -1,5 +1,6 @@
 """judges/db.py: claiming calls works the same on PostgreSQL and SQLite."""
 
+import time
 import uuid
 from datetime import timedelta
 
@@ -11,7 +12,7 @@ from judges import client, db, services
 from judges.calls import LaneContext, done_fields
 from judges.claims import ClaimAhead, claim_next_call, release_claim
 from judges.finishing import Finish, store_finishes
-from judges.models import JudgeCall
+from judges.models import JudgeCall, JudgeRun
 from tests.judges.conftest import make_judge
 from tests.judges.test_runs import setup_evaluation
 
@@ -156,3 +157,34 @@ def test_helper_threads_are_not_used_inside_an_open_transaction():
 @pytest.mark.django_db(transaction=True)
 def test_helper_threads_are_used_outside_a_transaction():
     assert db.helper_threads_see_our_writes() is True
+
+
+def test_lanes_of_a_run_read_what_does_not_change_once_until_it_is_queued_again(
+    run, django_assert_num_queries
+):
+    first = LaneContext.load(run)
+    with django_assert_num_queries(
+        0
+    ):  # its rubric version, project and call ids, as the first lane read them
+        second = LaneContext.load(run)
+    assert second.version is first.version and second.call_ids == first.call_ids
+    assert second.project_id == run.evaluation.project_id
+    # Queued again (resumed, recovered) with a call less: read again.
+    run.calls.filter(pk=first.call_ids[1]).delete()
+    JudgeRun.objects.filter(pk=run.pk).update(queued_at=timezone.now())
+    run.refresh_from_db()
+    again = LaneContext.load(run)
+    assert again.call_ids == (first.call_ids[0], first.call_ids[1] - 1)
+
+
+def test_a_lane_that_read_its_run_running_at_its_start_does_not_ask_again_at_once(
+    run, django_assert_num_queries
+):
+    ctx = LaneContext.load(run, read_at=time.monotonic())
+    with django_assert_num_queries(0):
+        assert not ctx.stopped()
+    # A lane that read it running before another saw it stop still stops.
+    read_at = time.monotonic()
+    LaneContext.load(run).mark_stopped()
+    with django_assert_num_queries(0):
+        assert LaneContext.load(run, read_at=read_at).stopped()
