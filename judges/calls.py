@@ -127,6 +127,7 @@ class LaneContext:
     adaptations: dict[str, Any] = field(default_factory=dict)  # `Accepts` changes the run adapted to
     # The run's first and last call ids (`claims.ClaimAhead` claims fewer at a time near the end).
     call_ids: tuple[int, int] = (0, 0)
+    queue_stamp: str = ""  # `JudgeRun.queue_stamp`: the lanes it starts carry it
     finishes: list[Future[bool]] = field(default_factory=list)
     _started_at: float = field(default_factory=time.monotonic)
     _stopped: bool = False
@@ -153,6 +154,7 @@ class LaneContext:
             credential=credential_for(judge_id=run.judge_id, source=params.credential),
             adaptations=adapting.merged(run.adaptations),
             call_ids=fixed.call_ids,
+            queue_stamp=run.queue_stamp,
         )
         if read_at is not None:
             ctx._started_at = read_at

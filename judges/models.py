@@ -294,6 +294,12 @@ class JudgeRun(models.Model):
         return self.status == self.Status.RUNNING
 
     @property
+    def queue_stamp(self) -> str:
+        """When its lanes were last queued (`queued_at`), as each lane task carries it: a lane queued before
+        the run was queued again (resumed, recovered) finds another stamp and does nothing."""
+        return self.queued_at.isoformat() if self.queued_at else ""
+
+    @property
     def can_resume(self) -> bool:
         """Resume means something only for a run that stopped before all its calls were done."""
         return self.status in (self.Status.FAILED, self.Status.CANCELLED)

@@ -349,21 +349,24 @@ def start_work(run: JudgeRun) -> None:
     if run.mode == JudgeRun.Mode.BATCH:
         batches.start_polling(run.pk)
     else:
-        transaction.on_commit(partial(enqueue_lanes, run.pk, [0]))
+        transaction.on_commit(partial(enqueue_lanes, run.pk, [0], run.queue_stamp))
 
 
-def enqueue_lanes(run_id: int, lanes: list[int]) -> None:
+def enqueue_lanes(run_id: int, lanes: list[int], queue_stamp: str) -> None:
     from .tasks import run_judge_lane
 
     for lane in lanes:
-        run_judge_lane.delay(run_id, lane)
+        run_judge_lane.delay(run_id, lane, queue_stamp)
 
 
-def work_lane(*, run_id: int, lane: int) -> int:
-    """Claim and do calls until none is left or the run stops; returns how many this lane did."""
+def work_lane(*, run_id: int, lane: int, queue_stamp: str | None = None) -> int:
+    """Claim and do calls until none is left or the run stops; returns how many this lane did. A lane
+    queued before the run was queued again does nothing: a dead worker's lane tasks, delivered again once
+    their visibility timeout passed, would otherwise join the lanes of the run it was recovered into and
+    send more requests at once than the judge's concurrency."""
     read_at = time.monotonic()
     run = JudgeRun.objects.filter(pk=run_id, status=JudgeRun.Status.RUNNING).first()
-    if run is None:
+    if run is None or queue_stamp not in (None, run.queue_stamp):
         return 0
     ctx = LaneContext.load(run, read_at=read_at)
     ahead = ClaimAhead(ctx)
@@ -414,7 +417,7 @@ def start_other_lanes(ctx: LaneContext) -> None:
         pk=ctx.run_id, lanes_started=False, status=JudgeRun.Status.RUNNING
     ).update(lanes_started=True)
     if started:
-        enqueue_lanes(ctx.run_id, list(range(1, concurrency)))
+        enqueue_lanes(ctx.run_id, list(range(1, concurrency)), ctx.queue_stamp)
 
 
 def complete_run_if_finished(*, run_id: int) -> None:
@@ -442,6 +445,7 @@ def recover_stalled_runs(*, stale_seconds: float) -> list[int]:
     recovered = []
     for run in stalled.only("pk", "mode"):
         run_id = run.pk
+        run.queued_at = timezone.now()
         with transaction.atomic():
             # Only one starting worker wins a run: the UPDATE checks again that its lease expired. It is
             # queued anew, not renewed: the lane that starts beats for it.
@@ -450,7 +454,7 @@ def recover_stalled_runs(*, stale_seconds: float) -> list[int]:
                 lease=RUN_LEASE,
                 seconds=stale_seconds,
                 heartbeat=None,
-                queued_at=timezone.now(),
+                queued_at=run.queued_at,
                 lanes_started=False,
             )
             if not taken:

@@ -22,9 +22,10 @@ DATABASE_RETRIES: dict[str, Any] = {
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True, **DATABASE_RETRIES)
-def run_judge_lane(run_id: int, lane: int) -> int:
-    """Work one lane of a judge run until no call is left; safe to deliver twice."""
-    return services.work_lane(run_id=run_id, lane=lane)
+def run_judge_lane(run_id: int, lane: int, queue_stamp: str | None = None) -> int:
+    """Work one lane of a judge run until no call is left; safe to deliver twice, and a no-op once the run
+    was queued again (`JudgeRun.queue_stamp`; None: a task queued before lanes carried it)."""
+    return services.work_lane(run_id=run_id, lane=lane, queue_stamp=queue_stamp)
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True, **DATABASE_RETRIES)

@@ -16,7 +16,7 @@ def test_a_finishing_run_turns_done_on_the_evaluation_page_without_a_reload(
     browser_page, live_server, project, monkeypatch, settings
 ):
     monkeypatch.setattr(
-        "judges.services.enqueue_lanes", lambda run_id, lanes: None
+        "judges.services.enqueue_lanes", lambda run_id, lanes, queue_stamp: None
     )  # this test works the lane
     monkeypatch.setenv("CONCORD_BROWSER_JUDGE_KEY", "k")
     settings.CONCORD_JUDGE_CREDENTIALS = ["CONCORD_BROWSER_JUDGE_KEY"]  # declared, as an operator would

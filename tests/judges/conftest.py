@@ -44,7 +44,7 @@ def no_enqueue(monkeypatch):
     started: list[tuple[int, int]] = []
     monkeypatch.setattr(
         "judges.services.enqueue_lanes",
-        lambda run_id, lanes: started.extend((run_id, lane) for lane in lanes),
+        lambda run_id, lanes, queue_stamp: started.extend((run_id, lane) for lane in lanes),
     )
     return started
 

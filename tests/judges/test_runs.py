@@ -11,6 +11,8 @@ from judges.models import CachedReply, JudgeCall, JudgeRun
 from tests import factories
 from tests.judges.conftest import make_judge, run_to_end
 
+ENQUEUE_LANES = services.enqueue_lanes  # the real one: the `no_enqueue` fixture replaces it in each test
+
 PAIRWISE_TEMPLATE = (
     "Compare. Reply with JSON with pairwise_choice and explanation.\n{history}\n{prompt}\n"
     "### Response A\n{baseline_model_response}\n### Response B\n{response}"
@@ -43,6 +45,43 @@ def test_first_lane_starts_the_other_lanes_after_its_first_call(project, fake_ll
     version, evaluation = setup_evaluation(project)
     run = run_to_end(make_judge(project, fake_llm, concurrency=3), evaluation, version)
     assert no_enqueue == [(run.pk, 1), (run.pk, 2)]
+
+
+def test_every_lane_task_carries_when_its_run_was_queued_and_one_queued_before_does_nothing(
+    project, fake_llm, monkeypatch, django_capture_on_commit_callbacks
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from judges.tasks import run_judge_lane
+
+    sent: list[tuple] = []
+    monkeypatch.setattr(services, "enqueue_lanes", ENQUEUE_LANES)
+    monkeypatch.setattr(run_judge_lane, "delay", lambda *args: sent.append(args))
+    version, evaluation = setup_evaluation(project, items=4)
+    judge = make_judge(project, fake_llm, concurrency=3)
+    with django_capture_on_commit_callbacks(execute=True):
+        run = services.launch_run(judge=judge, evaluation=evaluation, rubric_version=version)
+    launched = run.queue_stamp
+    assert launched and sent == [(run.pk, 0, launched)]
+    assert services.work_lane(run_id=run.pk, lane=0, queue_stamp=launched) == 4
+    assert sent[1:] == [(run.pk, 1, launched), (run.pk, 2, launched)]
+    # Another run's worker dies while its lanes work; a starting worker recovers the run.
+    with django_capture_on_commit_callbacks(execute=True):
+        run = services.launch_run(judge=judge, evaluation=evaluation, rubric_version=version)
+    launched = run.queue_stamp
+    JudgeRun.objects.filter(pk=run.pk).update(heartbeat=timezone.now() - timedelta(seconds=90))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert services.recover_stalled_runs(stale_seconds=60) == [run.pk]
+    run.refresh_from_db()
+    assert run.queue_stamp != launched and sent[3:] == [(run.pk, 0, launched), (run.pk, 0, run.queue_stamp)]
+    # The dead worker's lane tasks, delivered again after their visibility timeout: nothing sent or taken.
+    requests = fake_llm.stats.requests
+    assert services.work_lane(run_id=run.pk, lane=1, queue_stamp=launched) == 0
+    assert fake_llm.stats.requests == requests
+    assert run.calls.filter(status=JudgeCall.Status.PENDING).count() == 4
+    assert services.work_lane(run_id=run.pk, lane=0, queue_stamp=run.queue_stamp) == 4
 
 
 def test_samples_are_each_stored_and_averaged_for_likert(project, fake_llm):
