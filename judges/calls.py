@@ -127,7 +127,7 @@ class LaneContext:
     adaptations: dict[str, Any] = field(default_factory=dict)  # `Accepts` changes the run adapted to
     # The run's first and last call ids (`claims.ClaimAhead` claims fewer at a time near the end).
     call_ids: tuple[int, int] = (0, 0)
-    queue_stamp: str = ""  # `JudgeRun.queue_stamp`: the lanes it starts carry it
+    queued_at: datetime | None = None  # when the run was queued for this work (`JudgeRun.queue_stamp`)
     finishes: list[Future[bool]] = field(default_factory=list)
     _started_at: float = field(default_factory=time.monotonic)
     _stopped: bool = False
@@ -154,12 +154,16 @@ class LaneContext:
             credential=credential_for(judge_id=run.judge_id, source=params.credential),
             adaptations=adapting.merged(run.adaptations),
             call_ids=fixed.call_ids,
-            queue_stamp=run.queue_stamp,
+            queued_at=run.queued_at,
         )
         if read_at is not None:
             ctx._started_at = read_at
             _watch.read_running(run.pk, at=read_at)
         return ctx
+
+    @property
+    def queue_stamp(self) -> str:
+        return JudgeRun.stamp_of(self.queued_at)
 
     @property
     def kind(self) -> str:

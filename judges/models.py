@@ -2,6 +2,7 @@
 version (JudgeRun), one row per (item, sample, order) of work (JudgeCall), and a cache of replies."""
 
 import uuid
+from datetime import datetime
 from decimal import Decimal
 
 from django.conf import settings
@@ -297,7 +298,11 @@ class JudgeRun(models.Model):
     def queue_stamp(self) -> str:
         """When its lanes were last queued (`queued_at`), as each lane task carries it: a lane queued before
         the run was queued again (resumed, recovered) finds another stamp and does nothing."""
-        return self.queued_at.isoformat() if self.queued_at else ""
+        return self.stamp_of(self.queued_at)
+
+    @staticmethod
+    def stamp_of(queued_at: datetime | None) -> str:
+        return queued_at.isoformat() if queued_at else ""
 
     @property
     def can_resume(self) -> bool:

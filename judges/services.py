@@ -414,7 +414,7 @@ def start_other_lanes(ctx: LaneContext) -> None:
     if concurrency <= 1:
         return
     started = JudgeRun.objects.filter(
-        pk=ctx.run_id, lanes_started=False, status=JudgeRun.Status.RUNNING
+        pk=ctx.run_id, queued_at=ctx.queued_at, lanes_started=False, status=JudgeRun.Status.RUNNING
     ).update(lanes_started=True)
     if started:
         enqueue_lanes(ctx.run_id, list(range(1, concurrency)), ctx.queue_stamp)

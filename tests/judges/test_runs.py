@@ -84,6 +84,19 @@ def test_every_lane_task_carries_when_its_run_was_queued_and_one_queued_before_d
     assert services.work_lane(run_id=run.pk, lane=0, queue_stamp=run.queue_stamp) == 4
 
 
+def test_a_first_lane_whose_run_was_resumed_meanwhile_starts_no_lanes(project, fake_llm, no_enqueue):
+    version, evaluation = setup_evaluation(project, items=3)
+    judge = make_judge(project, fake_llm, concurrency=3)
+    run = services.launch_run(judge=judge, evaluation=evaluation, rubric_version=version)
+    ctx = LaneContext.load(run)
+    # Cancelled and resumed while its first call was out: the resumed run's own first lane starts them.
+    assert services.cancel_run(run=run)
+    services.resume_run(run=run)
+    services.start_other_lanes(ctx)
+    run.refresh_from_db()
+    assert run.status == JudgeRun.Status.RUNNING and not run.lanes_started and no_enqueue == []
+
+
 def test_samples_are_each_stored_and_averaged_for_likert(project, fake_llm):
     version, evaluation = setup_evaluation(project, items=2)
     run = run_to_end(make_judge(project, fake_llm, samples=3, temperature=1.0), evaluation, version)
