@@ -77,6 +77,7 @@ def researcher_context(project: Project, member_form: MemberForm | None = None) 
         "datasets": project.datasets.all(),
         "rubrics": Rubric.objects.filter(project=project) | Rubric.objects.filter(project__isnull=True),
         "evaluations": project.evaluations.select_related("dataset"),
+        "judges": project.judges.filter(archived=False).order_by("name"),
         "memberships": project.memberships.select_related("user").order_by("role", "user__username"),
         "member_form": member_form or MemberForm(project=project),
     }

@@ -212,3 +212,28 @@ def test_project_page_is_chosen_by_the_role(request, client, evaluation, persona
     assert response.status_code == 200
     assert response.context["is_researcher"] is is_researcher
     assert ("member_form" in response.context) is is_researcher
+
+
+@pytest.mark.django_db
+def test_a_project_page_lists_its_own_judges_not_archived_ones_or_another_projects(
+    researcher_client, project
+):
+    from judges.models import Judge
+    from projects.models import Project
+
+    make = Judge.objects.create
+    make(
+        project=project,
+        name="Kind judge",
+        model="fake-judge",
+        base_url="http://127.0.0.1:9/v1",
+        simulated=True,
+    )
+    make(
+        project=project, name="Old judge", model="gpt-x", base_url="https://api.example.com/v1", archived=True
+    )
+    other = Project.objects.create(name="Other", slug="other")
+    make(project=other, name="Their judge", model="gpt-y", base_url="https://api.example.com/v1")
+    page = researcher_client.get(f"/p/{project.slug}/").content.decode()
+    assert "Kind judge" in page and "simulated" in page
+    assert "Old judge" not in page and "Their judge" not in page
