@@ -213,9 +213,12 @@ class RunChoiceForm(forms.Form):
 
     def __init__(self, *args: Any, evaluation: Evaluation, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        cast(forms.ModelChoiceField, self.fields["judge"]).queryset = Judge.objects.filter(
-            project=evaluation.project, archived=False
-        )
+        judges = Judge.objects.filter(project=evaluation.project, archived=False)
+        judge = cast(forms.ModelChoiceField, self.fields["judge"])
+        judge.queryset = judges
+        only = list(judges.values_list("pk", flat=True)[:2])
+        if len(only) == 1:  # the project's one judge, picked already
+            judge.initial, judge.empty_label = only[0], None
         versions = evaluation.rubric_versions.select_related("rubric").order_by("rubric__name", "number")
         field = cast(forms.ModelMultipleChoiceField, self.fields["rubric_versions"])
         # Judge-only versions (examples from disagreements) can be picked; the people's are the default.

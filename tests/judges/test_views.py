@@ -86,6 +86,18 @@ def test_test_connection_shows_the_error_for_an_unknown_model(researcher_client,
     )
 
 
+def test_the_launch_form_picks_a_projects_only_judge_and_leaves_the_pick_when_there_are_two(
+    researcher_client, project, judge, fake_llm, evaluation_setup
+):
+    evaluation, _version = evaluation_setup
+    url = reverse("judge_run_create", args=[project.slug, evaluation.pk])
+    page = researcher_client.get(url).content.decode()
+    assert f'<option value="{judge.pk}" selected>' in page and "Select an option" not in page
+    make_judge(project, fake_llm, name="second judge")
+    page = researcher_client.get(url).content.decode()
+    assert '<option value="" selected>' in page and f'<option value="{judge.pk}" selected>' not in page
+
+
 def test_run_create_shows_calls_tokens_and_cost_before_launch(
     researcher_client, project, judge, evaluation_setup
 ):
