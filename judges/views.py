@@ -256,4 +256,7 @@ def evaluation_judge_runs(request: HttpRequest, slug: str, pk: int) -> HttpRespo
         "runs": runs,
         "active": any(run.is_active for run in runs),
     }
-    return render(request, "judges/_evaluation_judge_runs.html", context)
+    response = render(request, "judges/_evaluation_judge_runs.html", context)
+    if not context["active"]:  # the last poll: the page's summary counts the new model ratings
+        response["HX-Trigger"] = "judge-runs-settled"
+    return response

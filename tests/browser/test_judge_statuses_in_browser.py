@@ -37,8 +37,14 @@ def test_a_finishing_run_turns_done_on_the_evaluation_page_without_a_reload(
         log_in(page, live_server, "rita", url)
         section = page.locator("#evaluation_judge_runs")
         assert section.locator(".badge.run-running").count() == 1
+        model_ratings = page.locator("#summary tbody tr td:nth-child(6)")
+        assert model_ratings.inner_text() == "0"
         services.work_lane(run_id=run.pk, lane=0)
         section.locator(".badge.run-done").wait_for()  # swapped in by htmx polling, no reload
         assert page.locator("#evaluation_judge_runs[hx-get]").count() == 0  # and polling stopped
+        # The summary counts the run's ratings once it is done, without a reload either.
+        page.wait_for_function(
+            "() => document.querySelector('#summary tbody tr td:nth-child(6)').innerText.trim() === '3'"
+        )
     finally:
         server.stop()
