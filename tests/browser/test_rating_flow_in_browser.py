@@ -73,6 +73,24 @@ def test_annotator_lands_on_the_queue_and_the_comparison_is_blind(screen, viewpo
     page.screenshot(path=SHOTS.format(f"compare-{viewport}"), full_page=False)
 
 
+def test_a_refused_submit_keeps_the_page_with_debug_on_as_bin_concord_runs_the_demo(
+    chromium, live_server, annotator, settings
+):
+    settings.DEBUG = True
+    page = chromium.new_page()
+    page.set_default_timeout(20_000)
+    evaluation = make_study(annotator)
+    log_in(page, live_server, "anna", f"/p/{evaluation.project.slug}/evaluations/{evaluation.pk}/rate/")
+    page.wait_for_selector("#rating-panel[data-stage='compare']")
+    page.keyboard.press("a")
+    page.keyboard.press("Escape")
+    page.keyboard.press("Enter")  # no explanation: refused with 400, the form alone comes back
+    page.wait_for_selector("fieldset.rubric-form.has-error")
+    assert page.locator(".topbar").count() == 1 and page.locator(".dialog-card").count() == 1
+    assert page.evaluate("getComputedStyle(document.querySelector('.topbar')).position") == "sticky"
+    page.close()
+
+
 def test_a_refused_submit_keeps_the_layout_and_focuses_the_first_unanswered_rubric(
     screen, viewport, live_server, annotator
 ):
