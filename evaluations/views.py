@@ -73,7 +73,9 @@ def _detail_context(evaluation: Evaluation, import_form: RatingsImportForm, **ex
 @login_required
 def evaluation_detail(request: HtmxHttpRequest, slug: str, pk: int) -> HttpResponse:
     evaluation = get_evaluation_for(request.user, slug, pk)
-    return render(request, DETAIL, _detail_context(evaluation, RatingsImportForm()))
+    # Its judge runs settled (judges' runs section): the summary alone, counted again.
+    template = f"{DETAIL}#summary" if request.htmx.target == "summary" else DETAIL
+    return render(request, template, _detail_context(evaluation, RatingsImportForm()))
 
 
 def _flag(request: HttpRequest, name: str) -> bool:

@@ -216,8 +216,8 @@ class RunChoiceForm(forms.Form):
         judges = Judge.objects.filter(project=evaluation.project, archived=False)
         judge = cast(forms.ModelChoiceField, self.fields["judge"])
         judge.queryset = judges
-        only = list(judges.values_list("pk", flat=True)[:2])
-        if len(only) == 1:  # the project's one judge, picked already
+        only = [] if self.is_bound else list(judges.values_list("pk", flat=True)[:2])
+        if len(only) == 1:  # the project's one judge, picked already on the empty form
             judge.initial, judge.empty_label = only[0], None
         versions = evaluation.rubric_versions.select_related("rubric").order_by("rubric__name", "number")
         field = cast(forms.ModelMultipleChoiceField, self.fields["rubric_versions"])
