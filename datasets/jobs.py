@@ -67,7 +67,8 @@ def create_upload_job(
             job.report = {"header": header, "mapping": default_wide_mapping(header)}
             job.save(update_fields=["format", "status", "report"])
     except FileRefused as refused:
-        finish_job(job, refused_result(refused))
+        record_outcome(job, refused_result(refused))
+        path.unlink(missing_ok=True)
     return job
 
 
@@ -184,16 +185,26 @@ def run_upload_job(*, job_id: int) -> bool:
                 append=bool(options.get("append")),
                 mapping=options.get("mapping") or None,
                 progress=progress,
+                # Done is recorded with the items: a worker dying after they commit leaves a finished
+                # job, never a stale running one that another worker would import a second time.
+                before_commit=lambda result: record_outcome(job, result),
             )
     except Exception:
         logger.exception("upload job %s failed", job_id)
         result = ImportResult()
         result.add_error(FileRefused("the import stopped on an internal error; nothing was imported").error)
-    finish_job(job, result)
+    if not (result.ok or _recorded_done(job_id)):
+        record_outcome(job, result)
+    Path(job.path).unlink(missing_ok=True)
     return True
 
 
-def finish_job(job: UploadJob, result: ImportResult) -> None:
+def _recorded_done(job_id: int) -> bool:
+    """Whether the job's import committed, with its outcome (an error after the commit changes nothing)."""
+    return UploadJob.objects.filter(pk=job_id, status=UploadJob.Status.DONE).exists()
+
+
+def record_outcome(job: UploadJob, result: ImportResult) -> None:
     job.status = UploadJob.Status.DONE if result.ok else UploadJob.Status.FAILED
     job.dataset = result.dataset
     job.items_imported = result.created
@@ -202,4 +213,3 @@ def finish_job(job: UploadJob, result: ImportResult) -> None:
     job.report = {**job.report, **result.as_report()}
     job.finished = timezone.now()
     job.save()
-    Path(job.path).unlink(missing_ok=True)

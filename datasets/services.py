@@ -48,6 +48,7 @@ MOJIBAKE_HINT = re.compile(
 MOJIBAKE_BYTES = re.compile(rb"\xc3[\x82-\xb4][\xc2\xc5\xc6\xcb\xe2]")
 
 Progress = Callable[[int, int], None]  # (bytes read so far, items accepted so far)
+BeforeCommit = Callable[["ImportResult"], None]  # called inside the transaction that stores the items
 
 
 @dataclass
@@ -118,12 +119,15 @@ def import_dataset(
     mapping: dict[str, str] | None = None,
     append: bool = False,
     progress: Progress | None = None,
+    before_commit: BeforeCommit | None = None,
 ) -> ImportResult:
     """Validate `path` and import it as dataset `name` of `project` (or append to it), all or nothing.
 
     Returns an ImportResult; `result.ok` is false when anything was refused, and then the
     database is unchanged. Mojibake is an error unless `repair_text` (fix it with ftfy and list
-    every change) or `keep_mojibake` (import the text as it is, with a warning).
+    every change) or `keep_mojibake` (import the text as it is, with a warning). `before_commit`
+    is called with the finished result inside the transaction that stores the items, so what it
+    writes (an upload job's outcome) commits with them or not at all.
     """
     path = Path(path)
     result = ImportResult()
@@ -146,9 +150,9 @@ def import_dataset(
             "filename": path.name,
         }
         if db.loads_while_checking() and progress is None:
-            _import_while_copying(checker, **destination)
+            _import_while_copying(checker, before_commit=before_commit, **destination)
         else:
-            _import_through_spool(checker, progress=progress, **destination)
+            _import_through_spool(checker, progress=progress, before_commit=before_commit, **destination)
     except FileRefused as refused:
         result.add_error(refused.error)
     if result.error_count:
@@ -260,6 +264,7 @@ class _Refused(Exception):
 def _import_while_copying(
     checker: _Checker,
     *,
+    before_commit: BeforeCommit | None,
     project: Project,
     name: str,
     target: Dataset | None,
@@ -280,18 +285,18 @@ def _import_while_copying(
                         write(record, position)
                 if result.error_count:
                     raise _Refused
-            _count_items(dataset)
+            _finish(dataset, result, before_commit)
     except _Refused:
         return
     except IntegrityError as error:
         raise FileRefused(f"the database refused the items ({error}); nothing was imported") from None
-    result.dataset = dataset
 
 
 def _import_through_spool(
     checker: _Checker,
     *,
     progress: Progress | None,
+    before_commit: BeforeCommit | None,
     project: Project,
     name: str,
     target: Dataset | None,
@@ -321,10 +326,9 @@ def _import_through_spool(
                         raise FileRefused("the dataset changed while this file was checked; import it again")
                 spool.seek(0)
                 db.load_spool(spool, dataset)
-                _count_items(dataset)
+                _finish(dataset, result, before_commit)
         except IntegrityError as error:
             raise FileRefused(f"the database refused the items ({error}); nothing was imported") from None
-    result.dataset = dataset
 
 
 def _open_dataset(
@@ -337,9 +341,13 @@ def _open_dataset(
     return Dataset.objects.select_for_update().get(pk=target.pk)
 
 
-def _count_items(dataset: Dataset) -> None:
+def _finish(dataset: Dataset, result: ImportResult, before_commit: BeforeCommit | None) -> None:
+    """The last step inside the import's transaction: count the items, then the caller's own record."""
     Dataset.objects.filter(pk=dataset.pk).update(item_count=dataset.items.count())
     dataset.refresh_from_db()
+    result.dataset = dataset
+    if before_commit is not None:
+        before_commit(result)
 
 
 def _check_id(

@@ -105,6 +105,34 @@ def test_message_redelivered_while_the_dead_workers_heartbeat_is_fresh_comes_bac
     assert job.status == "done" and Item.objects.count() == 12 and len(requeued) == 1
 
 
+class WorkerKilled(BaseException):
+    """Stands for the worker process dying: nothing in the job's code catches it."""
+
+
+def test_a_worker_dying_just_after_the_items_commit_leaves_the_job_done_not_imported_again(
+    project, researcher, tmp_path, requeued, monkeypatch
+):
+    job = make_job(project, researcher, tmp_path, items=30)
+    real_import = jobs.import_dataset
+
+    def import_then_die(**kwargs) -> ImportResult:
+        real_import(**kwargs)
+        raise WorkerKilled
+
+    monkeypatch.setattr(jobs, "import_dataset", import_then_die)
+    with pytest.raises(WorkerKilled):
+        import_upload(job.pk)
+    monkeypatch.setattr(jobs, "import_dataset", real_import)
+    job.refresh_from_db()
+    assert job.status == "done" and job.items_imported == 30 and job.dataset is not None
+    assert job.report["format"] == "jsonl"  # the whole outcome was stored with the items
+    UploadJob.objects.filter(pk=job.pk).update(heartbeat=ago(600))  # long silent since
+    import_upload(job.pk)  # the message comes back (reject_on_worker_lost)
+    job.refresh_from_db()
+    assert job.status == "done" and job.error_count == 0
+    assert Dataset.objects.get().item_count == 30 and Item.objects.count() == 30 and requeued == []
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_running_job_beats_its_heartbeat_during_a_long_phase_without_progress(
     project, researcher, tmp_path, settings, monkeypatch
