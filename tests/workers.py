@@ -100,3 +100,13 @@ def stop_worker(process: subprocess.Popen, *, kill: bool = False) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=5)
+
+
+def wait_for(predicate, *, what: str, timeout: float = 30) -> None:
+    """Poll `predicate` until it holds; fail naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -10,8 +10,14 @@ from django.test import Client
 from django.urls import reverse
 
 from datasets.models import Dataset, Item, UploadJob
+from tests.workers import wait_for
 
 from .helpers import dialog, write_jsonl
+
+
+def finished(job: UploadJob) -> bool:
+    job.refresh_from_db()
+    return job.status in {"done", "failed"}
 
 
 @pytest.mark.worker
@@ -30,14 +36,11 @@ def test_large_upload_is_imported_by_a_real_worker_with_progress(
     )
     job = UploadJob.objects.get()
     assert response.status_code == 302 and job.status in {"queued", "running", "done"}
-    deadline = time.monotonic() + 60
-    while job.status not in {"done", "failed"} and time.monotonic() < deadline:
-        time.sleep(0.2)
-        job.refresh_from_db()
+    wait_for(lambda: finished(job), what="the job to finish", timeout=60)
     assert job.status == "done", job.report
     assert job.items_imported == 3000
     assert job.dataset is not None and job.dataset.item_count == 3000
-    assert not list(tmp_path.iterdir())
+    wait_for(lambda: not list(tmp_path.iterdir()), what="the upload to be removed", timeout=10)
     page = client.get(response["Location"], headers={"HX-Request": "true"}).content.decode()
     assert "3,000 items imported" in page and "hx-trigger" not in page  # polling stops when done
 
@@ -81,12 +84,13 @@ def test_upload_whose_worker_process_is_killed_mid_import_is_taken_over_and_impo
         assert job.status == "running", f"the worker never took the job ({job.status})"
         os.kill(child, signal.SIGKILL)  # reject_on_worker_lost puts the message back at once
         assert Item.objects.count() == 0  # the import is one transaction: nothing partial
-        deadline = time.monotonic() + 90  # generous: SQLite on a busy machine notices and re-imports slowly
-        while job.status not in {"done", "failed"} and time.monotonic() < deadline:
-            time.sleep(0.2)
-            job.refresh_from_db()
+        # Generous: SQLite on a busy machine notices and re-imports slowly.
+        wait_for(lambda: finished(job), what="the job to be taken over and finished", timeout=90)
+        # The upload is removed just after the outcome commits; stopping the worker first (SIGTERM to its
+        # whole process group) would cut that short, as CI once saw.
+        wait_for(lambda: not path.exists(), what="the upload to be removed", timeout=10)
     finally:
         stop_worker(worker)
     assert job.status == "done", job.report
     assert job.items_imported == 30_000 and Item.objects.count() == 30_000
-    assert Dataset.objects.get().item_count == 30_000 and not path.exists()
+    assert Dataset.objects.get().item_count == 30_000

@@ -1,7 +1,6 @@
 """Batch runs through a real Celery worker and the simulated model's Batch API over HTTP: the poll task
 chain submits, polls and collects; cancel and resume come from the run page."""
 
-import time
 from dataclasses import replace
 
 import pytest
@@ -13,7 +12,7 @@ from judges.fake_llm import FakeConfig, FakeLLM
 from judges.models import JudgeBatch, JudgeCall, JudgeRun
 from tests import factories
 from tests.judges.conftest import TEST_KEY_ENV, make_judge
-from tests.workers import start_worker, stop_worker
+from tests.workers import start_worker, stop_worker, wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -48,15 +47,6 @@ def launch(project, server, *, items: int, **judge_fields) -> JudgeRun:
     evaluation = factories.make_evaluation(project, factories.make_dataset(project, items=items), [version])
     judge = make_judge(project, server, capabilities={"batch": True}, **judge_fields)
     return services.launch_run(judge=judge, evaluation=evaluation, rubric_version=version, batch=True)
-
-
-def wait_for(predicate, *, what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def ended(run: JudgeRun) -> bool:

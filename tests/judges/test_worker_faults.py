@@ -18,7 +18,7 @@ from judges.fake_llm import FakeConfig, FakeLLM
 from judges.models import JudgeCall, JudgeRun
 from tests import factories
 from tests.judges.conftest import TEST_KEY_ENV, make_judge
-from tests.workers import start_worker, stop_worker
+from tests.workers import start_worker, stop_worker, wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -125,15 +125,6 @@ def setup_run(project, server, *, items, **judge_fields):
     evaluation = factories.make_evaluation(project, dataset, [version], name="Fault study")
     judge = make_judge(project, server, **{"concurrency": 4, **judge_fields})
     return judge, evaluation, version
-
-
-def wait_for(predicate, *, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def run_finished(run):
