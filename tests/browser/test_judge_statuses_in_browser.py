@@ -1,5 +1,5 @@
-"""The evaluation page's judge run statuses change in a real browser while a run finishes, without a
-reload, and stop polling once nothing runs."""
+"""Judge runs in a real browser: the evaluation page's run statuses change while a run finishes, without a
+reload, and stop polling once nothing runs; the launch form's estimate follows the form as it changes."""
 
 import pytest
 
@@ -48,3 +48,21 @@ def test_a_finishing_run_turns_done_on_the_evaluation_page_without_a_reload(
         )
     finally:
         server.stop()
+
+
+def test_the_launch_form_estimates_at_once_and_again_on_every_change(browser_page, live_server, project):
+    dataset = factories.make_dataset(project, items=4)
+    versions = [factories.make_rubric(project=project, name=name) for name in ("Clarity", "Quality")]
+    evaluation = factories.make_evaluation(project, dataset, versions)
+    Judge.objects.create(project=project, name="only judge", base_url="https://api.openai.com/v1", model="m")
+    page = browser_page
+    log_in(page, live_server, "rita", f"/p/{project.slug}/evaluations/{evaluation.pk}/judge-runs/new/")
+    launch = page.locator("#run-estimate button.primary")
+    launch.wait_for()  # the project's only judge is picked: the estimate comes without pressing Estimate
+    assert launch.inner_text() == "Launch 2 runs: 8 calls"
+    page.get_by_label("Clarity@1").uncheck()
+    page.wait_for_function(
+        "() => document.querySelector('#run-estimate button.primary')?.innerText === 'Launch 1 run: 4 calls'"
+    )
+    page.get_by_label("Quality@1").uncheck()
+    page.locator("#run-estimate .error").filter(has_text="Pick at least one rubric version.").wait_for()
