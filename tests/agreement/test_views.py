@@ -3,6 +3,7 @@
 import csv
 import io
 import json
+import re
 
 import pytest
 from django.template import Context, Template
@@ -119,8 +120,9 @@ def test_the_report_is_cached_until_a_rating_changes(
     researcher_client.get(_url(evaluation))
     computed = ReportCache.objects.get(evaluation=evaluation).computed
     with django_assert_max_num_queries(12):
-        researcher_client.get(_url(evaluation))
+        page = researcher_client.get(_url(evaluation)).content.decode()
     assert ReportCache.objects.get(evaluation=evaluation).computed == computed
+    assert re.search(r"Computed (now|\d+ seconds? ago) in", page)  # not "0 minutes ago"
 
     rating = Rating.objects.filter(evaluation=evaluation, rater__name="judge", parse_failed=False).first()
     assert rating is not None
