@@ -125,12 +125,31 @@ def _after_rating(
     )
 
 
-def _refused(request: SignedInHtmxRequest, context: dict[str, Any], status: int) -> HttpResponse:
-    """The page again with the problems; for htmx only the forms, put back in place of the old ones.
+def _refused(
+    request: SignedInHtmxRequest,
+    evaluation: Evaluation,
+    assignment: Assignment,
+    errors: services.AnswerErrors,
+    *,
+    status: int,
+    stage: str | None = None,
+    **extra: Any,
+) -> HttpResponse:
+    """The page again with the problems and the answers as the person typed them (and when the item was
+    shown, so its time still counts); for htmx only the forms, put back in place of the old ones.
 
     The dialog, header and scroll position stay; rating.js swaps this 4xx answer in and focuses
     the first unanswered rubric.
     """
+    context = pages.rating_context(
+        evaluation=evaluation,
+        assignment=assignment,
+        typed=pages.typed_values(request.POST),
+        shown_at=request.POST.get("shown_at"),
+        errors=errors,
+        stage=stage or request.POST.get("stage") or pages.REST,
+    )
+    context.update(extra)
     if not request.htmx:
         return render(request, RATE_TEMPLATE, context, status=status)
     response = render(request, f"{RATE_TEMPLATE}#{FORMS_REGION}", context, status=status)
@@ -158,15 +177,7 @@ def _not_yours(request: SignedInHtmxRequest, evaluation: Evaluation, item_id: in
             "Use “Next item” to get one."
         ]
     )
-    context = pages.rating_context(
-        evaluation=evaluation,
-        assignment=unsaved,
-        typed=pages.typed_values(request.POST),
-        errors=errors,
-        stage=request.POST.get("stage") or pages.REST,
-    )
-    context["not_yours"] = True
-    return _refused(request, context, status=403)
+    return _refused(request, evaluation, unsaved, errors, status=403, not_yours=True)
 
 
 @require_POST
@@ -188,15 +199,8 @@ def rate_submit(request: SignedInHtmxRequest, slug: str, pk: int, item_id: int) 
             key: text for key, text in errors.fields.items() if key.partition("-")[2] in pairwise
         }
     if errors:
-        context = pages.rating_context(
-            evaluation=evaluation,
-            assignment=assignment,
-            typed=typed,
-            shown_at=request.POST.get("shown_at"),
-            errors=errors,
-            stage=_stage_of(errors, versions),
-        )
-        return _refused(request, context, status=400)
+        stage = _stage_of(errors, versions)
+        return _refused(request, evaluation, assignment, errors, status=400, stage=stage)
     if comparing:
         context = pages.rating_context(
             evaluation=evaluation,
@@ -222,15 +226,7 @@ def rate_submit(request: SignedInHtmxRequest, slug: str, pk: int, item_id: int) 
         )
     except services.RatingRefused as refusal:
         errors = services.AnswerErrors(general=[refusal.message])
-        context = pages.rating_context(
-            evaluation=evaluation,
-            assignment=assignment,
-            typed=typed,
-            shown_at=request.POST.get("shown_at"),
-            errors=errors,
-            stage=pages.REST,
-        )
-        return _refused(request, context, status=409)
+        return _refused(request, evaluation, assignment, errors, status=409, stage=pages.REST)
     if was_done:
         notice = (
             f"Revised {assignment.item.external_id}."
@@ -322,17 +318,11 @@ def rate_set_aside(request: SignedInHtmxRequest, slug: str, pk: int, item_id: in
             seconds_spent=services.seconds_since(request.POST.get("shown_at")),
         )
     except services.RatingRefused as refusal:
-        context = pages.rating_context(
-            evaluation=evaluation,
-            assignment=assignment,
-            typed=pages.typed_values(request.POST),
-            errors=services.AnswerErrors(
-                fields={"reason": refusal.message} if refusal.field else {},
-                general=[] if refusal.field else [refusal.message],
-            ),
-            stage=request.POST.get("stage") or pages.REST,
+        errors = services.AnswerErrors(
+            fields={"reason": refusal.message} if refusal.field else {},
+            general=[] if refusal.field else [refusal.message],
         )
-        return _refused(request, context, status=400)
+        return _refused(request, evaluation, assignment, errors, status=400)
     what = "Flagged" if flag else "Skipped"
     return _after_rating(request, evaluation, f"{what} {assignment.item.external_id}.")
 
@@ -435,12 +425,5 @@ def csrf_failure(request: SignedInHtmxRequest, reason: str = "") -> HttpResponse
                     "in another tab). Your answers are still below; submit again."
                 ]
             )
-            context = pages.rating_context(
-                evaluation=evaluation,
-                assignment=assignment,
-                typed=pages.typed_values(request.POST),
-                errors=errors,
-                stage=request.POST.get("stage") or pages.REST,
-            )
-            return _refused(request, context, status=403)
+            return _refused(request, evaluation, assignment, errors, status=403)
     return csrf_views.csrf_failure(request, reason=reason)
