@@ -238,12 +238,14 @@ def test_missing_csrf_token_is_refused_and_the_form_comes_back_with_a_fresh_toke
     client = Client(enforce_csrf_checks=True)
     client.force_login(annotator)
     assignment = reserve(client, evaluation)
-    data = answers(likert, pairwise, explanation="typed before the token expired")
+    shown_at = f"{time.time() - 30:.1f}"  # the item came up half a minute ago
+    data = answers(likert, pairwise, explanation="typed before the token expired") | {"shown_at": shown_at}
     response = client.post(url("rate_submit", evaluation, assignment.item_id), data)
     page = response.content.decode()
     assert response.status_code == 403
     assert "security token was missing or out of date" in page
     assert "typed before the token expired" in page and 'value="4" data-key="4" checked' in page
+    assert f'name="shown_at" value="{shown_at}"' in page  # the time spent before the refusal still counts
     assert not Rating.objects.exists()
     found = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
     assert found is not None
@@ -252,6 +254,7 @@ def test_missing_csrf_token_is_refused_and_the_form_comes_back_with_a_fresh_toke
         url("rate_submit", evaluation, assignment.item_id), data | {"csrfmiddlewaretoken": token}
     )
     assert retry.status_code == 302 and Rating.objects.count() == 2
+    assert Assignment.objects.get(pk=assignment.pk).seconds_spent >= 30
 
 
 def test_missing_csrf_token_elsewhere_gets_djangos_refusal(researcher, evaluation):
