@@ -100,12 +100,17 @@ def batch_cost(cost: Decimal) -> Decimal:
 
 # -- the poll task chain ------------------------------------------------------------------------
 def start_polling(run_id: int) -> None:
-    """Make a new poll chain the run's only one and queue its first poll once the transaction commits;
-    an older chain (a dead worker's, or one waiting for its countdown) ends at its next poll, and one
-    still at work finishes that poll first."""
+    """Make a new poll chain the run's only one and queue its first poll once the transaction commits."""
+    poller = new_poller(run_id)
+    transaction.on_commit(lambda: send_poll(run_id, poller))
+
+
+def new_poller(run_id: int) -> str:
+    """A new poll chain, now the run's only one: an older chain (a dead worker's, or one waiting for its
+    countdown) ends at its next poll, and one still at work finishes that poll first."""
     poller = uuid.uuid4()
     JudgeRun.objects.filter(pk=run_id).update(batch_poller=poller)
-    transaction.on_commit(lambda: send_poll(run_id, str(poller)))
+    return str(poller)
 
 
 def send_poll(run_id: int, poller: str, countdown: float = 0) -> None:

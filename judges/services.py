@@ -10,9 +10,11 @@ concurrency is the number of requests in flight at once.
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -23,6 +25,7 @@ from django.db.models import Count, IntegerField, Q, QuerySet, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 from django.utils import timezone
+from kombu.exceptions import OperationalError as KombuOperationalError
 
 from datasets.models import Item
 from evaluations.models import Evaluation, Rater, Rating
@@ -40,6 +43,8 @@ from .parameters import RunParameters
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
+
+logger = logging.getLogger(__name__)
 
 ESTIMATE_SAMPLE_ITEMS = 50
 EXPECTED_SCORE_TOKENS = 5
@@ -344,12 +349,31 @@ def launch_runs(
         ]
 
 
+QUEUE_REFUSED = (
+    "The task queue did not take this run's work (its broker could not be reached), so nothing was sent. "
+    "Resume the run once the queue is back."
+)
+
+
 def start_work(run: JudgeRun) -> None:
     """Queue a run's work for when the transaction commits: its first lane, or its batches' poll."""
     if run.mode == JudgeRun.Mode.BATCH:
-        batches.start_polling(run.pk)
+        send = partial(batches.send_poll, run.pk, batches.new_poller(run.pk))
     else:
-        transaction.on_commit(partial(enqueue_lanes, run.pk, [0], run.queue_stamp))
+        send = partial(enqueue_lanes, run.pk, [0], run.queue_stamp)
+    transaction.on_commit(partial(_send_first_task, run.pk, run.queued_at, send))
+
+
+def _send_first_task(run_id: int, queued_at: datetime | None, send: Callable[[], None]) -> None:
+    """Send the task that starts a run. When the broker refuses it the run fails saying so, instead of
+    saying running while nothing works on it (and the launch or resume that asked is not an error page)."""
+    try:
+        send()
+    except KombuOperationalError as error:
+        logger.warning("judge run %s: the broker refused the task that starts it (%s)", run_id, error)
+        JudgeRun.objects.filter(pk=run_id, queued_at=queued_at, status=JudgeRun.Status.RUNNING).update(
+            status=JudgeRun.Status.FAILED, finished=timezone.now(), error=QUEUE_REFUSED
+        )
 
 
 def enqueue_lanes(run_id: int, lanes: list[int], queue_stamp: str) -> None:
@@ -416,8 +440,12 @@ def start_other_lanes(ctx: LaneContext) -> None:
     started = JudgeRun.objects.filter(
         pk=ctx.run_id, queued_at=ctx.queued_at, lanes_started=False, status=JudgeRun.Status.RUNNING
     ).update(lanes_started=True)
-    if started:
+    if not started:
+        return
+    try:
         enqueue_lanes(ctx.run_id, list(range(1, concurrency)), ctx.queue_stamp)
+    except KombuOperationalError as error:  # the broker went away: this lane (and any queued before) goes on
+        logger.warning("judge run %s: the broker refused its other lanes (%s)", ctx.run_id, error)
 
 
 def complete_run_if_finished(*, run_id: int) -> None:
