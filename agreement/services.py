@@ -16,6 +16,7 @@ from functools import partial
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Max, Q, QuerySet
+from kombu.exceptions import OperationalError as KombuOperationalError
 
 from agreement.models import ReportCache
 from agreement.report import DEFAULT_RESAMPLES, DEFAULT_SEED, build_report
@@ -132,6 +133,12 @@ class PageReport:
         return not self.current and not self.error
 
 
+QUEUE_REFUSED = (
+    "this report is computed in the background and the task queue could not be reached (its broker is "
+    "down); reload the page to try again"
+)
+
+
 def inline_max_ratings() -> int:
     return int(getattr(settings, "AGREEMENT_INLINE_MAX_RATINGS", INLINE_MAX_RATINGS))
 
@@ -158,9 +165,12 @@ def report_for_page(
     shown = entry if entry is not None and entry.payload is not None else None
     if entry is not None and entry.failed == fingerprint:
         return PageReport(entry=shown, current=False, error=entry.error or "the computation failed")
-    request_background_report(
-        evaluation=evaluation, where=where, resamples=resamples, fingerprint=fingerprint
-    )
+    try:
+        request_background_report(
+            evaluation=evaluation, where=where, resamples=resamples, fingerprint=fingerprint
+        )
+    except KombuOperationalError:  # its claim is released: the next view tries again
+        return PageReport(entry=shown, current=False, error=QUEUE_REFUSED)
     return PageReport(entry=shown, current=False)
 
 

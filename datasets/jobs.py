@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +13,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
+from kombu.exceptions import OperationalError as KombuOperationalError
 
 from projects import leases
 
@@ -27,6 +29,11 @@ if TYPE_CHECKING:
     from projects.models import Project
 
 logger = logging.getLogger(__name__)
+
+QUEUE_REFUSED = (
+    "the task queue did not take this file's import (its broker could not be reached), so nothing was "
+    "imported; upload it again once the queue is back"
+)
 PROGRESS_SECONDS = 0.5
 MAPPING_KEPT_FOR = timedelta(days=1)  # a file left at the column-mapping step longer is deleted
 # A running job's worker beats `heartbeat`; a job queued but never beaten dates from its creation.
@@ -112,9 +119,20 @@ def start_upload_job(job: UploadJob) -> None:
         run_upload_job(job_id=job.pk)
         job.refresh_from_db()
         return
+    transaction.on_commit(partial(_send_import, job.pk))
+
+
+def _send_import(job_id: int) -> None:
+    """Hand the job to a worker; when the broker refuses, the job fails saying so (and its file goes)."""
     from .tasks import import_upload
 
-    transaction.on_commit(lambda: import_upload.delay(job.pk))
+    try:
+        import_upload.delay(job_id)
+    except KombuOperationalError as error:
+        logger.warning("upload job %s: the broker refused its import (%s)", job_id, error)
+        job = UploadJob.objects.get(pk=job_id)
+        record_outcome(job, refused_result(FileRefused(QUEUE_REFUSED)))
+        Path(job.path).unlink(missing_ok=True)
 
 
 def claim_upload_job(*, job_id: int, stale_seconds: int) -> bool:

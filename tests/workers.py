@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from celery import Celery
 from django.db import connection
 
 from config.celery import app
@@ -110,3 +111,16 @@ def wait_for(predicate, *, what: str, timeout: float = 30) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def unreachable_broker(monkeypatch) -> Celery:
+    """A Celery app whose broker is a port nothing listens on: publishing through it raises kombu's own
+    OperationalError, as a lost Redis does, in a fraction of a second (by default the connection is tried
+    for about six seconds first)."""
+    closed = "redis://127.0.0.1:1/0"
+    monkeypatch.setenv("CELERY_BROKER_URL", closed)  # Celery prefers this variable to an app's own broker
+    down = Celery("down", broker=closed, set_as_current=False)  # later tests' tasks stay on the real app
+    down.conf.task_publish_retry = False
+    down.conf.broker_transport_options = {"max_retries": 1, "interval_start": 0, "interval_max": 0.1}
+    assert down.conf.broker_url == closed
+    return down

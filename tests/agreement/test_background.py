@@ -12,6 +12,7 @@ from agreement.models import ReportCache
 from agreement.tasks import compute_agreement_report
 from evaluations.models import Rating
 from tests.agreement.helpers import make_rated_evaluation
+from tests.workers import unreachable_broker
 
 pytestmark = pytest.mark.django_db
 
@@ -190,13 +191,24 @@ def test_a_real_worker_computes_the_report_the_page_asked_for(
     assert FIGURE in researcher_client.get(_url(evaluation)).content.decode()
 
 
-def test_when_the_broker_refuses_the_claim_is_released_for_the_next_view(
-    researcher_client, evaluation, large, monkeypatch, django_capture_on_commit_callbacks
+@pytest.mark.django_db(transaction=True)  # as the server runs a view: the task is sent as the claim commits
+def test_when_the_broker_refuses_the_page_says_so_and_the_next_view_tries_again(
+    researcher_client, evaluation, large, monkeypatch
 ):
-    def refused(*_args):
-        raise ConnectionError("broker down")
+    down = unreachable_broker(monkeypatch)
+    monkeypatch.setattr(
+        compute_agreement_report, "delay", lambda *args: down.send_task(compute_agreement_report.name, args)
+    )
+    response = researcher_client.get(_url(evaluation))
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "the task queue could not be reached (its broker is down); reload the page to try again" in page
+    assert "hx-trigger" not in page  # no polling for a computation that was never queued
+    assert ReportCache.objects.get(evaluation=evaluation).computing == ""  # the claim is released
 
-    monkeypatch.setattr(compute_agreement_report, "delay", refused)
-    with pytest.raises(ConnectionError), django_capture_on_commit_callbacks(execute=True):
-        researcher_client.get(_url(evaluation))
-    assert ReportCache.objects.get(evaluation=evaluation).computing == ""
+    sent: list[tuple] = []
+    monkeypatch.setattr(
+        compute_agreement_report, "delay", lambda *args: sent.append(args)
+    )  # the queue is back
+    assert "computing…" in researcher_client.get(_url(evaluation)).content.decode()
+    assert [args[0] for args in sent] == [evaluation.pk]

@@ -1,5 +1,6 @@
 """Upload jobs whose worker died: heartbeat, take-over by a redelivered message, page, housekeeping."""
 
+import json
 import time
 from datetime import timedelta
 
@@ -213,3 +214,24 @@ def test_a_new_upload_deletes_files_left_at_the_mapping_step_for_over_a_day(
     assert recent.status == "mapping" and jobs.Path(recent.path).exists()
     assert elsewhere.status == "mapping"  # another project's uploads are its own business
     assert "not mapped within a day" in status_page(researcher_client, project, abandoned)
+
+
+@pytest.mark.django_db(transaction=True)  # as the server runs a view: the import is sent as the job commits
+def test_an_upload_whose_import_the_broker_refuses_fails_saying_so_and_keeps_no_file(
+    researcher_client, project, settings, upload_dir, monkeypatch
+):
+    from tests.workers import unreachable_broker
+
+    settings.CONCORD_INLINE_IMPORT_BYTES = 100  # a worker's job
+    down = unreachable_broker(monkeypatch)
+    monkeypatch.setattr(import_upload, "delay", lambda *args: down.send_task(import_upload.name, args))
+    content = "".join(json.dumps(dialog(n)) + "\n" for n in range(20)).encode()
+    response = researcher_client.post(
+        reverse("dataset_upload", args=[project.slug]),
+        {"name": "Queued", "format": "auto", "file": SimpleUploadedFile("big.jsonl", content)},
+    )
+    job = UploadJob.objects.get()
+    assert response.status_code == 302 and job.status == "failed"
+    page = researcher_client.get(response["Location"]).content.decode()
+    assert "the task queue did not take this file&#x27;s import" in page and "upload it again" in page
+    assert not Dataset.objects.exists() and not list(upload_dir.iterdir())

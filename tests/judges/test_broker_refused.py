@@ -2,7 +2,6 @@
 raises kombu's OperationalError (the edge we do not own); Concord says so instead of a run stuck running."""
 
 import pytest
-from celery import Celery
 from django.urls import reverse
 
 from evaluations.models import Rating
@@ -10,6 +9,7 @@ from judges import services
 from judges.models import JudgeRun
 from judges.tasks import poll_judge_batches, run_judge_lane
 from tests.judges.conftest import make_judge
+from tests.workers import unreachable_broker
 
 ENQUEUE_LANES = services.enqueue_lanes  # the real one: the `no_enqueue` fixture replaces it in each test
 
@@ -17,15 +17,7 @@ ENQUEUE_LANES = services.enqueue_lanes  # the real one: the `no_enqueue` fixture
 @pytest.fixture
 def broker_down(monkeypatch):
     """Lane and poll tasks go to a Redis broker on a port nothing listens on, through Celery's own publish."""
-    closed = "redis://127.0.0.1:1/0"
-    monkeypatch.setenv("CELERY_BROKER_URL", closed)  # Celery prefers this variable to the app's own broker
-    down = Celery(
-        "down", broker=closed, set_as_current=False
-    )  # the tasks of later tests stay on the real app
-    # Fail in a fraction of a second: by default the connection is tried for about six seconds first.
-    down.conf.task_publish_retry = False
-    down.conf.broker_transport_options = {"max_retries": 1, "interval_start": 0, "interval_max": 0.1}
-    assert down.conf.broker_url == closed
+    down = unreachable_broker(monkeypatch)
     tried: list[tuple] = []
 
     def send(name):
