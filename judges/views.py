@@ -168,10 +168,15 @@ def judge_run_create(request: SignedInHtmxRequest, slug: str, pk: int) -> HttpRe
                     batch=batch,
                 )
                 calls = sum(run.total_calls for run in runs)
+                refused = _queue_refused(runs)
                 if len(runs) == 1:
-                    messages.success(request, f"Judge run launched: {calls} calls queued.")
+                    if not refused:  # else the run's page says why it failed
+                        messages.success(request, f"Judge run launched: {calls} calls queued.")
                     return redirect("judge_run_detail", slug=project.slug, pk=runs[0].pk)
-                messages.success(request, f"{len(runs)} judge runs launched: {calls} calls queued.")
+                if refused:
+                    messages.error(request, services.QUEUE_REFUSED)
+                else:
+                    messages.success(request, f"{len(runs)} judge runs launched: {calls} calls queued.")
                 url = reverse("evaluation_detail", args=[project.slug, evaluation.pk])
                 return redirect(f"{url}#evaluation_judge_runs")
             estimates = services.estimate_runs(
@@ -237,10 +242,16 @@ def judge_run_resume(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         messages.warning(request, " ".join(error.messages))
         return redirect("judge_run_detail", slug=project.slug, pk=run.pk)
     how = " through a new batch" if run.mode == JudgeRun.Mode.BATCH else ""
-    messages.success(
-        request, f"Run resumed{how}; {reopened} failed or interrupted call(s) will be tried again."
-    )
+    if not _queue_refused([run]):  # else the run's page says why it failed again
+        messages.success(
+            request, f"Run resumed{how}; {reopened} failed or interrupted call(s) will be tried again."
+        )
     return redirect("judge_run_detail", slug=project.slug, pk=run.pk)
+
+
+def _queue_refused(runs: list[JudgeRun]) -> bool:
+    """Whether the broker refused to start any of these runs just now (they failed saying so)."""
+    return JudgeRun.objects.filter(pk__in=[run.pk for run in runs], error=services.QUEUE_REFUSED).exists()
 
 
 @require_GET

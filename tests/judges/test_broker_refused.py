@@ -33,21 +33,15 @@ def broker_down(monkeypatch):
     return tried
 
 
+@pytest.mark.django_db(transaction=True)  # as the server runs a view: the lane is sent as the run commits
 def test_a_launch_the_broker_refuses_fails_the_run_saying_so_and_a_resume_starts_it(
-    researcher_client,
-    project,
-    judge,
-    evaluation_setup,
-    broker_down,
-    monkeypatch,
-    django_capture_on_commit_callbacks,
+    researcher_client, project, judge, evaluation_setup, broker_down, monkeypatch
 ):
     evaluation, version = evaluation_setup
     url = reverse("judge_run_create", args=[project.slug, evaluation.pk])
-    with django_capture_on_commit_callbacks(execute=True):
-        response = researcher_client.post(
-            url, {"judge": judge.pk, "rubric_versions": version.pk, "confirm": "yes"}
-        )
+    response = researcher_client.post(
+        url, {"judge": judge.pk, "rubric_versions": version.pk, "confirm": "yes"}
+    )
     run = JudgeRun.objects.get()
     assert broker_down == [(run_judge_lane.name, (run.pk, 0, run.queue_stamp))]  # it was really tried
     assert response.status_code == 302 and response.url == reverse(
@@ -56,14 +50,15 @@ def test_a_launch_the_broker_refuses_fails_the_run_saying_so_and_a_resume_starts
     assert run.status == JudgeRun.Status.FAILED and run.error == services.QUEUE_REFUSED
     page = researcher_client.get(response.url).content.decode()
     assert "The task queue did not take this run" in page and "Resume" in page
+    assert "Judge run launched" not in page  # no flash that says otherwise
 
     sent: list[tuple] = []
     monkeypatch.setattr(run_judge_lane, "delay", lambda *args: sent.append(args))  # the queue is back
-    with django_capture_on_commit_callbacks(execute=True):
-        researcher_client.post(reverse("judge_run_resume", args=[project.slug, run.pk]))
+    researcher_client.post(reverse("judge_run_resume", args=[project.slug, run.pk]))
     run.refresh_from_db()
     assert run.status == JudgeRun.Status.RUNNING and run.error == ""
     assert sent == [(run.pk, 0, run.queue_stamp)]
+    assert "Run resumed" in researcher_client.get(response.url).content.decode()
 
 
 def test_a_batch_run_whose_first_poll_the_broker_refuses_fails_saying_so(
