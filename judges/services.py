@@ -364,6 +364,11 @@ def start_work(run: JudgeRun) -> None:
     transaction.on_commit(partial(_send_first_task, run.pk, run.queued_at, send))
 
 
+def queue_refused(runs: list[JudgeRun]) -> bool:
+    """Whether the broker refused to start any of these runs just now (they failed saying so)."""
+    return JudgeRun.objects.filter(pk__in=[run.pk for run in runs], error=QUEUE_REFUSED).exists()
+
+
 def _send_first_task(run_id: int, queued_at: datetime | None, send: Callable[[], None]) -> None:
     """Send the task that starts a run. When the broker refuses it the run fails saying so, instead of
     saying running while nothing works on it (and the launch or resume that asked is not an error page)."""

@@ -168,7 +168,7 @@ def judge_run_create(request: SignedInHtmxRequest, slug: str, pk: int) -> HttpRe
                     batch=batch,
                 )
                 calls = sum(run.total_calls for run in runs)
-                refused = _queue_refused(runs)
+                refused = services.queue_refused(runs)
                 if len(runs) == 1:
                     if not refused:  # else the run's page says why it failed
                         messages.success(request, f"Judge run launched: {calls} calls queued.")
@@ -242,16 +242,11 @@ def judge_run_resume(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         messages.warning(request, " ".join(error.messages))
         return redirect("judge_run_detail", slug=project.slug, pk=run.pk)
     how = " through a new batch" if run.mode == JudgeRun.Mode.BATCH else ""
-    if not _queue_refused([run]):  # else the run's page says why it failed again
+    if not services.queue_refused([run]):  # else the run's page says why it failed again
         messages.success(
             request, f"Run resumed{how}; {reopened} failed or interrupted call(s) will be tried again."
         )
     return redirect("judge_run_detail", slug=project.slug, pk=run.pk)
-
-
-def _queue_refused(runs: list[JudgeRun]) -> bool:
-    """Whether the broker refused to start any of these runs just now (they failed saying so)."""
-    return JudgeRun.objects.filter(pk__in=[run.pk for run in runs], error=services.QUEUE_REFUSED).exists()
 
 
 @require_GET

@@ -1,7 +1,10 @@
 """A broker that cannot be reached when a run's work is queued: Celery's own publish to a closed port
 raises kombu's OperationalError (the edge we do not own); Concord says so instead of a run stuck running."""
 
+from io import StringIO
+
 import pytest
+from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from evaluations.models import Rating
@@ -59,6 +62,17 @@ def test_a_launch_the_broker_refuses_fails_the_run_saying_so_and_a_resume_starts
     assert run.status == JudgeRun.Status.RUNNING and run.error == ""
     assert sent == [(run.pk, 0, run.queue_stamp)]
     assert "Run resumed" in researcher_client.get(response.url).content.decode()
+
+
+@pytest.mark.django_db(transaction=True)  # as the command runs: the lane is sent as the run commits
+def test_the_run_judge_command_exits_with_the_reason_when_the_broker_refuses(
+    project, judge, evaluation_setup, broker_down
+):
+    evaluation, version = evaluation_setup
+    args = ["--evaluation", evaluation.name, "--judge", judge.name, "--rubric", version.rubric.name]
+    with pytest.raises(CommandError, match="The task queue did not take this run's work"):
+        call_command("run_judge", *args, stdout=StringIO())
+    assert JudgeRun.objects.get().status == JudgeRun.Status.FAILED
 
 
 def test_a_batch_run_whose_first_poll_the_broker_refuses_fails_saying_so(

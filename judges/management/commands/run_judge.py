@@ -73,6 +73,8 @@ class Command(BaseCommand):
                 f"Total: {len(runs)} runs, {total.calls} calls, about {total.tokens} tokens, "
                 f"estimated cost {total.cost}"
             )
+        if services.queue_refused(runs):
+            raise CommandError(services.QUEUE_REFUSED)
         if options["wait"]:
             self._follow(runs, options["interval"])
 
