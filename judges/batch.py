@@ -99,12 +99,6 @@ def batch_cost(cost: Decimal) -> Decimal:
 
 
 # -- the poll task chain ------------------------------------------------------------------------
-def start_polling(run_id: int) -> None:
-    """Make a new poll chain the run's only one and queue its first poll once the transaction commits."""
-    poller = new_poller(run_id)
-    transaction.on_commit(lambda: send_poll(run_id, poller))
-
-
 def new_poller(run_id: int) -> str:
     """A new poll chain, now the run's only one: an older chain (a dead worker's, or one waiting for its
     countdown) ends at its next poll, and one still at work finishes that poll first."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -522,8 +523,22 @@ def cancel_run(*, run: JudgeRun) -> bool:
             status=JudgeRun.Status.CANCELLED, finished=timezone.now(), error="Cancelled."
         )
         if cancelled and batches.open_batches(run):
-            batches.start_polling(run.pk)
+            previous = JudgeRun.objects.filter(pk=run.pk).values_list("batch_poller", flat=True).get()
+            poller = batches.new_poller(run.pk)
+            transaction.on_commit(partial(_send_cancelling_poll, run.pk, poller, previous))
     return bool(cancelled)
+
+
+def _send_cancelling_poll(run_id: int, poller: str, previous: uuid.UUID | None) -> None:
+    """Send the poll that cancels a run's batches now. When the broker refuses it, the chain it replaced
+    becomes the run's again, so that its next poll, already queued, cancels them instead of ending."""
+    try:
+        batches.send_poll(run_id, poller)
+    except KombuOperationalError as error:
+        logger.warning(
+            "judge run %s: the broker refused the poll that cancels its batches (%s)", run_id, error
+        )
+        JudgeRun.objects.filter(pk=run_id, batch_poller=poller).update(batch_poller=previous)
 
 
 def resume_run(*, run: JudgeRun, mode: str | None = None) -> int:

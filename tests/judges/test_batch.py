@@ -343,8 +343,7 @@ def test_a_poll_that_took_over_waits_while_an_older_poll_is_at_work(project, fak
     evaluation, version = setup(project, items=2)
     run = launch(batch_judge(project, fake_llm), evaluation, version)
     JudgeRun.objects.filter(pk=run.pk).update(batch_polling_since=timezone.now())  # a poll at work
-    batch.start_polling(run.pk)
-    taken_over = str(JudgeRun.objects.get(pk=run.pk).batch_poller)
+    taken_over = batch.new_poller(run.pk)
     assert batch.advance(run_id=run.pk, poller=taken_over) == taken_over  # look again later
     assert run.batches.count() == 0
     JudgeRun.objects.filter(pk=run.pk).update(batch_polling_since=None)  # the older poll is through
@@ -420,3 +419,34 @@ def test_a_batch_whose_lines_refuse_logprobs_stops_the_run_with_that_reason(proj
     assert run.status == JudgeRun.Status.FAILED
     assert "refuses logprobs" in run.error and "turn logprob scoring off" in run.error
     assert not Rating.objects.filter(rater=run.rater).exists()
+
+
+def test_a_cancel_whose_poll_the_broker_refuses_leaves_the_running_chain_to_cancel_the_batch(
+    project, monkeypatch, django_capture_on_commit_callbacks
+):
+    from judges.tasks import poll_judge_batches
+    from tests.workers import unreachable_broker
+
+    server = FakeLLM(FakeConfig(latency_ms=60, batch_concurrency=1)).start(stop_after=60)
+    try:
+        evaluation, version = setup(project, items=12)
+        run = launch(batch_judge(project, server), evaluation, version)
+        first = str(JudgeRun.objects.get(pk=run.pk).batch_poller)
+        chain = batch.advance(run_id=run.pk, poller=first)
+        assert chain  # submitted; the chain's next poll is queued
+        down = unreachable_broker(monkeypatch)
+        monkeypatch.setattr(
+            "judges.batch.send_poll",
+            lambda run_id, poller, countdown=0: down.send_task(poll_judge_batches.name, (run_id, poller)),
+        )
+        with django_capture_on_commit_callbacks(execute=True):
+            assert services.cancel_run(run=run)
+        run.refresh_from_db()
+        assert run.status == JudgeRun.Status.CANCELLED and str(run.batch_poller) == chain  # the run's again
+        monkeypatch.setattr("judges.batch.send_poll", lambda *args, **kwargs: None)
+        run = poll_to_end(run)  # the chain's next poll cancels the batch at the endpoint
+    finally:
+        server.stop()
+    remote = run.batches.get()
+    assert remote.status == JudgeBatch.Status.CANCELLED and remote.collected
+    assert run.status == JudgeRun.Status.CANCELLED
