@@ -34,6 +34,7 @@ QUEUE_REFUSED = (
     "the task queue did not take this file's import (its broker could not be reached), so nothing was "
     "imported; upload it again once the queue is back"
 )
+
 PROGRESS_SECONDS = 0.5
 MAPPING_KEPT_FOR = timedelta(days=1)  # a file left at the column-mapping step longer is deleted
 # A running job's worker beats `heartbeat`; a job queued but never beaten dates from its creation.
@@ -74,9 +75,14 @@ def create_upload_job(
             job.report = {"header": header, "mapping": default_wide_mapping(header)}
             job.save(update_fields=["format", "status", "report"])
     except FileRefused as refused:
-        record_outcome(job, refused_result(refused))
-        path.unlink(missing_ok=True)
+        refuse_job(job, refused)
     return job
+
+
+def refuse_job(job: UploadJob, refused: FileRefused) -> None:
+    """The job fails with this one problem before anything was imported; its file goes."""
+    record_outcome(job, refused_result(refused))
+    Path(job.path).unlink(missing_ok=True)
 
 
 def refused_result(refused: FileRefused) -> ImportResult:
@@ -130,9 +136,7 @@ def _send_import(job_id: int) -> None:
         import_upload.delay(job_id)
     except KombuOperationalError as error:
         logger.warning("upload job %s: the broker refused its import (%s)", job_id, error)
-        job = UploadJob.objects.get(pk=job_id)
-        record_outcome(job, refused_result(FileRefused(QUEUE_REFUSED)))
-        Path(job.path).unlink(missing_ok=True)
+        refuse_job(UploadJob.objects.get(pk=job_id), FileRefused(QUEUE_REFUSED))
 
 
 def claim_upload_job(*, job_id: int, stale_seconds: int) -> bool:
