@@ -418,6 +418,8 @@ def do_calls(ctx: LaneContext, ahead: ClaimAhead, retries: Retries, *, first_lan
     other lane can send them), then a call whose retry is due (any lane's in this process), then a new
     one while few wait."""
     done = 0
+    unsent: list[int] = []  # lanes the broker refused when this first lane started them: tried again
+    try_again_at = 0.0
     while not ctx.stopped():
         claim = ahead.in_hand() or retries.due() or (None if retries.full else ahead.next())
         if claim is None:
@@ -435,23 +437,39 @@ def do_calls(ctx: LaneContext, ahead: ClaimAhead, retries: Retries, *, first_lan
             break
         done += 1
         if first_lane and done == 1:
-            start_other_lanes(ctx)
+            unsent, try_again_at = start_other_lanes(ctx), time.monotonic() + LANES_TRY_AGAIN_SECONDS
+        elif unsent and time.monotonic() >= try_again_at:
+            unsent, try_again_at = send_lanes(ctx, unsent), time.monotonic() + LANES_TRY_AGAIN_SECONDS
     return done
 
 
-def start_other_lanes(ctx: LaneContext) -> None:
+LANES_TRY_AGAIN_SECONDS = 10.0
+
+
+def start_other_lanes(ctx: LaneContext) -> list[int]:
+    """Queue the run's other lanes once (its first lane's first call done); returns those refused."""
     concurrency = ctx.params.concurrency
     if concurrency <= 1:
-        return
+        return []
     started = JudgeRun.objects.filter(
         pk=ctx.run_id, queued_at=ctx.queued_at, lanes_started=False, status=JudgeRun.Status.RUNNING
     ).update(lanes_started=True)
     if not started:
-        return
-    try:
-        enqueue_lanes(ctx.run_id, list(range(1, concurrency)), ctx.queue_stamp)
-    except KombuOperationalError as error:  # the broker went away: this lane (and any queued before) goes on
-        logger.warning("judge run %s: the broker refused its other lanes (%s)", ctx.run_id, error)
+        return []
+    return send_lanes(ctx, list(range(1, concurrency)))
+
+
+def send_lanes(ctx: LaneContext, lanes: list[int]) -> list[int]:
+    """Queue these lanes in turn; returns those not sent because the broker went away. The first lane goes
+    on meanwhile and sends them again a little later, so a broker back within the run brings it back to
+    its full concurrency instead of finishing it one call at a time."""
+    for index, lane in enumerate(lanes):
+        try:
+            enqueue_lanes(ctx.run_id, [lane], ctx.queue_stamp)
+        except KombuOperationalError as error:
+            logger.warning("judge run %s: the broker refused lanes %s (%s)", ctx.run_id, lanes[index:], error)
+            return lanes[index:]
+    return []
 
 
 def complete_run_if_finished(*, run_id: int) -> None:

@@ -98,3 +98,25 @@ def test_when_the_broker_refuses_the_other_lanes_the_first_finishes_the_run_alon
     run.refresh_from_db()
     assert broker_down == [(run_judge_lane.name, (run.pk, 1, run.queue_stamp))]  # tried, refused at the first
     assert run.status == JudgeRun.Status.DONE and Rating.objects.filter(rater=run.rater).count() == 3
+
+
+def test_lanes_the_broker_refused_are_sent_again_once_it_is_back(
+    project, fake_llm, evaluation_setup, broker_down, monkeypatch
+):
+    evaluation, version = evaluation_setup
+    monkeypatch.setattr(services, "LANES_TRY_AGAIN_SECONDS", 0)
+    refused = run_judge_lane.delay  # the broker_down fixture's: to a closed port, recorded
+    sent: list[int] = []
+
+    def broker_back_after_one_refusal(run_id, lane, queue_stamp):
+        if not broker_down:
+            refused(run_id, lane, queue_stamp)
+        sent.append(lane)
+
+    monkeypatch.setattr(run_judge_lane, "delay", broker_back_after_one_refusal)
+    run = services.launch_run(
+        judge=make_judge(project, fake_llm, concurrency=4), evaluation=evaluation, rubric_version=version
+    )
+    assert services.work_lane(run_id=run.pk, lane=0, queue_stamp=run.queue_stamp) == 3
+    # Refused at lane 1 after the first call; all three sent after the second.
+    assert [lane for _, (_, lane, _) in broker_down] == [1] and sent == [1, 2, 3]
