@@ -20,6 +20,7 @@ from decimal import Decimal
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, IntegerField, Q, QuerySet, Sum
@@ -520,7 +521,35 @@ def recover_stalled_runs(*, stale_seconds: float) -> list[int]:
             )
             start_work(run)
         recovered.append(run_id)
-    return recovered
+    return recovered + poll_orphaned_batches(JudgeRun.objects.all(), stale_seconds=stale_seconds)
+
+
+def poll_orphaned_batches(runs: QuerySet[JudgeRun], *, stale_seconds: float) -> list[int]:
+    """Give a new poll chain to each stopped run with batches still open at the endpoint whose chain has
+    shown no life for `stale_seconds` (its messages lost with a broker's restart, or its cancelling poll
+    refused while the broker was down): nothing else would cancel those batches, and resume waits for them.
+    Returns the run ids."""
+    expired = RUN_LEASE.expired(stale_seconds)  # every poll renews the run's heartbeat
+    orphaned = runs.filter(expired, batches__collected=False).exclude(RUN_LEASE.held)
+    polled = []
+    for run_id in orphaned.values_list("pk", flat=True).distinct():
+        poller = uuid.uuid4()
+        with transaction.atomic():
+            taken = JudgeRun.objects.filter(expired, pk=run_id).update(
+                heartbeat=timezone.now(), batch_poller=poller
+            )
+            if not taken:  # another worker's recovery was first
+                continue
+            transaction.on_commit(partial(_send_orphan_poll, run_id, str(poller)))
+        polled.append(run_id)
+    return polled
+
+
+def _send_orphan_poll(run_id: int, poller: str) -> None:
+    try:
+        batches.send_poll(run_id, poller)
+    except KombuOperationalError as error:  # tried again once this chain too looks dead
+        logger.warning("judge run %s: the broker refused the poll for its open batches (%s)", run_id, error)
 
 
 def delete_or_archive_judge(*, judge: Judge) -> bool:
@@ -568,6 +597,7 @@ def resume_run(*, run: JudgeRun, mode: str | None = None) -> int:
     endpoint (being cancelled) holds its calls: resume waits until it has ended (ValidationError).
     """
     if batches.open_batches(run):
+        poll_orphaned_batches(JudgeRun.objects.filter(pk=run.pk), stale_seconds=settings.JUDGE_STALE_SECONDS)
         raise ValidationError(
             "A batch of this run is still being stopped at the endpoint: resume once it has."
         )

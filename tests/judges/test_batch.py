@@ -3,12 +3,15 @@ simulated model's files and batches endpoints, as strict as OpenAI's."""
 
 import json
 import time
+import uuid
+from datetime import timedelta
 from decimal import Decimal
 
 import openai
 import pytest
 from django.core.exceptions import ValidationError
 from django.core.management import call_command
+from django.utils import timezone
 
 from evaluations.models import Rating
 from judges import batch, services
@@ -450,3 +453,73 @@ def test_a_cancel_whose_poll_the_broker_refuses_leaves_the_running_chain_to_canc
     remote = run.batches.get()
     assert remote.status == JudgeBatch.Status.CANCELLED and remote.collected
     assert run.status == JudgeRun.Status.CANCELLED
+
+
+@pytest.fixture
+def sent_polls(monkeypatch) -> list[tuple[int, str]]:
+    """Polls sent to the broker, recorded (and made here by `poll_to_end`)."""
+    sent: list[tuple[int, str]] = []
+    monkeypatch.setattr(
+        "judges.batch.send_poll", lambda run_id, poller, countdown=0: sent.append((run_id, poller))
+    )
+    return sent
+
+
+def cancelled_with_a_dead_chain(
+    project, server, *, last_poll_seconds_ago: float
+) -> tuple[JudgeRun, uuid.UUID]:
+    """A batch run cancelled while its batch ran at the endpoint, whose chain's messages were then lost (a
+    broker restarted without keeping them): its token is one no message carries any more."""
+    evaluation, version = setup(project, items=12)
+    run = launch(batch_judge(project, server), evaluation, version)
+    assert batch.advance(run_id=run.pk, poller=str(JudgeRun.objects.get(pk=run.pk).batch_poller))
+    assert services.cancel_run(run=run)
+    lost = uuid.uuid4()
+    last_poll = timezone.now() - timedelta(seconds=last_poll_seconds_ago)
+    JudgeRun.objects.filter(pk=run.pk).update(batch_poller=lost, heartbeat=last_poll)
+    return run, lost
+
+
+def test_a_cancelled_run_whose_poll_chain_died_gets_a_new_one_that_cancels_its_batch(
+    project, sent_polls, django_capture_on_commit_callbacks
+):
+    """Nothing else would cancel the batch at the endpoint, and resume waits for it: a worker's start-up
+    recovery starts a new chain once the old one has shown no life for the stale time."""
+    server = FakeLLM(FakeConfig(latency_ms=60, batch_concurrency=1)).start(stop_after=60)
+    try:
+        run, lost = cancelled_with_a_dead_chain(project, server, last_poll_seconds_ago=30)
+        with django_capture_on_commit_callbacks(execute=True):
+            assert services.recover_stalled_runs(stale_seconds=60) == []  # polled 30 s ago: alive
+        JudgeRun.objects.filter(pk=run.pk).update(heartbeat=timezone.now() - timedelta(seconds=61))
+        with django_capture_on_commit_callbacks(execute=True):
+            assert services.recover_stalled_runs(stale_seconds=60) == [run.pk]
+            assert services.recover_stalled_runs(stale_seconds=60) == []  # taken over once
+        run.refresh_from_db()
+        assert run.batch_poller != lost and sent_polls == [(run.pk, str(run.batch_poller))]
+        run = poll_to_end(run)  # the new chain cancels the batch at the endpoint
+    finally:
+        server.stop()
+    assert run.batches.get().status == JudgeBatch.Status.CANCELLED and run.status == JudgeRun.Status.CANCELLED
+
+
+def test_a_resume_asked_while_a_dead_chain_holds_the_batches_starts_a_new_chain(
+    project, settings, sent_polls, django_capture_on_commit_callbacks
+):
+    server = FakeLLM(FakeConfig(latency_ms=60, batch_concurrency=1)).start(stop_after=60)
+    try:
+        run, lost = cancelled_with_a_dead_chain(
+            project, server, last_poll_seconds_ago=settings.JUDGE_STALE_SECONDS + 1
+        )
+        with (
+            django_capture_on_commit_callbacks(execute=True),
+            pytest.raises(ValidationError, match="still being stopped"),
+        ):
+            services.resume_run(run=run)
+        run.refresh_from_db()
+        assert run.batch_poller != lost and sent_polls == [(run.pk, str(run.batch_poller))]
+        run = poll_to_end(run)
+    finally:
+        server.stop()
+    assert run.batches.get().status == JudgeBatch.Status.CANCELLED
+    services.resume_run(run=run)
+    assert JudgeRun.objects.get(pk=run.pk).status == JudgeRun.Status.RUNNING
