@@ -313,7 +313,7 @@ class JudgeRun(models.Model):
     def worker_warning(self) -> str:
         """A sentence when queued work has waited for a worker longer than JUDGE_WORKER_WAIT_SECONDS."""
         if self.status != self.Status.RUNNING:
-            return ""
+            return self._unpolled_batches_warning()
         queued = self.queued_at or self.created
         picked_up = self.heartbeat is not None and self.heartbeat >= queued
         since = self.heartbeat if picked_up and self.heartbeat else queued
@@ -324,6 +324,20 @@ class JudgeRun(models.Model):
         if picked_up:
             return f"no worker has reported on this run for {minutes} min: is a Celery worker running?"
         return f"no worker has picked this up for {minutes} min: is a Celery worker running?"
+
+    def _unpolled_batches_warning(self) -> str:
+        """A stopped batch run whose batches are still open at the endpoint, with no poll for
+        JUDGE_STALE_SECONDS: its poll chain was lost, and a worker's start-up recovery sends a new one."""
+        if self.mode != self.Mode.BATCH or self.heartbeat is None:
+            return ""
+        silent = (timezone.now() - self.heartbeat).total_seconds()
+        if silent < settings.JUDGE_STALE_SECONDS or not self.batches.filter(collected=False).exists():
+            return ""
+        minutes = max(1, round(silent / 60))
+        return (
+            f"no worker has polled this run's batches for {minutes} min, so nothing stops them at the "
+            "endpoint: is a Celery worker running? One that starts polls them again."
+        )
 
 
 class JudgeCall(models.Model):

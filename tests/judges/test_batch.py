@@ -11,6 +11,7 @@ import openai
 import pytest
 from django.core.exceptions import ValidationError
 from django.core.management import call_command
+from django.urls import reverse
 from django.utils import timezone
 
 from evaluations.models import Rating
@@ -481,19 +482,26 @@ def cancelled_with_a_dead_chain(
 
 
 def test_a_cancelled_run_whose_poll_chain_died_gets_a_new_one_that_cancels_its_batch(
-    project, sent_polls, django_capture_on_commit_callbacks
+    project, sent_polls, django_capture_on_commit_callbacks, researcher_client, settings
 ):
-    """Nothing else would cancel the batch at the endpoint, and resume waits for it: a worker's start-up
-    recovery starts a new chain once the old one has shown no life for the stale time."""
+    """Nothing else would cancel the batch at the endpoint, and resume waits for it: the run page says so,
+    and a worker's start-up recovery starts a new chain once the old one has shown no life for the stale
+    time."""
+    settings.JUDGE_STALE_SECONDS = 60
+    warning = "no worker has polled this run&#x27;s batches for 1 min, so nothing stops them at the endpoint"
     server = FakeLLM(FakeConfig(latency_ms=60, batch_concurrency=1)).start(stop_after=60)
     try:
         run, lost = cancelled_with_a_dead_chain(project, server, last_poll_seconds_ago=30)
+        page = reverse("judge_run_detail", args=[project.slug, run.pk])
         with django_capture_on_commit_callbacks(execute=True):
             assert services.recover_stalled_runs(stale_seconds=60) == []  # polled 30 s ago: alive
+        assert warning not in researcher_client.get(page).content.decode()
         JudgeRun.objects.filter(pk=run.pk).update(heartbeat=timezone.now() - timedelta(seconds=61))
+        assert warning in researcher_client.get(page).content.decode()
         with django_capture_on_commit_callbacks(execute=True):
             assert services.recover_stalled_runs(stale_seconds=60) == [run.pk]
             assert services.recover_stalled_runs(stale_seconds=60) == []  # taken over once
+        assert warning not in researcher_client.get(page).content.decode()
         run.refresh_from_db()
         assert run.batch_poller != lost and sent_polls == [(run.pk, str(run.batch_poller))]
         run = poll_to_end(run)  # the new chain cancels the batch at the endpoint
