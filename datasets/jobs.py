@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
 
@@ -137,6 +137,30 @@ def _send_import(job_id: int) -> None:
     except KombuOperationalError as error:
         logger.warning("upload job %s: the broker refused its import (%s)", job_id, error)
         refuse_job(UploadJob.objects.get(pk=job_id), FileRefused(QUEUE_REFUSED))
+
+
+def stalled_jobs(jobs: QuerySet[UploadJob], *, stale_seconds: int) -> QuerySet[UploadJob]:
+    """Jobs whose import message may be gone: queued for over `stale_seconds` (lost with a broker that
+    restarted without keeping its queue) or running with a worker silent that long (it died; the broker
+    gives its message back only after its visibility timeout, an hour by default)."""
+    waiting = Q(status=UploadJob.Status.QUEUED) | UPLOAD_LEASE.held
+    return jobs.filter(waiting & UPLOAD_LEASE.expired(stale_seconds))
+
+
+def queue_again(job_ids: list[int]) -> list[int]:
+    """Send these jobs' imports once more; returns those the broker took. A second message for a job is
+    harmless: only one claims it (`claim_upload_job`), the other watches it until it is done."""
+    from .tasks import import_upload
+
+    sent = []
+    for job_id in job_ids:
+        try:
+            import_upload.delay(job_id)
+        except KombuOperationalError as error:  # the job keeps waiting: a later try may find the queue back
+            logger.warning("upload job %s: the broker refused its import again (%s)", job_id, error)
+            break
+        sent.append(job_id)
+    return sent
 
 
 def claim_upload_job(*, job_id: int, stale_seconds: int) -> bool:

@@ -3,6 +3,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
+from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, QueryDict
@@ -15,7 +17,7 @@ from projects.models import Project
 
 from . import db
 from .forms import ColumnMappingForm, DatasetUploadForm
-from .jobs import create_upload_job, set_mapping, start_upload_job
+from .jobs import create_upload_job, queue_again, set_mapping, stalled_jobs, start_upload_job
 from .models import Dataset, Item, UploadJob
 from .uploads import SizeLimitHandler, store_upload, upload_limit
 
@@ -91,6 +93,24 @@ def dataset_upload_job(request: HttpRequest, slug: str, job_id: int) -> HttpResp
     job = get_object_or_404(UploadJob.objects.select_related("dataset"), pk=job_id, project=project)
     context = {"project": project, "job": job, "mapping_form": _mapping_form(job)}
     return render(request, _template(request, "datasets/upload_job.html", "status"), context)
+
+
+@require_POST
+@login_required
+def dataset_upload_requeue(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
+    """Queue a stalled job's import again (its message lost with a restarted broker, or its worker dead)."""
+    project = get_project_for(request.user, slug, role=RESEARCHER)
+    job = get_object_or_404(UploadJob, pk=job_id, project=project)
+    stalled = stalled_jobs(UploadJob.objects.filter(pk=job.pk), stale_seconds=settings.UPLOAD_STALE_SECONDS)
+    if not stalled.exists():
+        messages.info(request, "This upload is not stalled: nothing was queued again.")
+    elif queue_again([job.pk]):
+        messages.success(request, "Queued again: the next free worker imports it from the beginning.")
+    else:
+        messages.error(
+            request, "The task queue did not take it (its broker could not be reached): try again later."
+        )
+    return redirect("dataset_upload_job", project.slug, job.pk)
 
 
 @require_POST

@@ -235,3 +235,57 @@ def test_an_upload_whose_import_the_broker_refuses_fails_saying_so_and_keeps_no_
     page = researcher_client.get(response["Location"]).content.decode()
     assert "the task queue did not take this file&#x27;s import" in page and "upload it again" in page
     assert not Dataset.objects.exists() and not list(upload_dir.iterdir())
+
+
+@pytest.fixture
+def sent_imports(monkeypatch):
+    """Import messages sent to the broker, recorded (job ids)."""
+    sent: list[int] = []
+    monkeypatch.setattr(import_upload, "delay", sent.append)
+    return sent
+
+
+def test_a_starting_worker_queues_again_the_imports_a_dead_worker_or_a_restarted_broker_lost(
+    project, researcher, tmp_path, sent_imports
+):
+    """A queued job's message lost with the broker's queue, a running job whose worker died (its message
+    comes back only after the broker's visibility timeout, an hour by default): a worker that starts
+    queues both again; jobs still moving, waiting for their mapping or finished are left alone."""
+    from datasets.tasks import recover_upload_jobs
+
+    lost = make_job(project, researcher, tmp_path, name="Lost")
+    UploadJob.objects.filter(pk=lost.pk).update(created=ago(121))
+    dead = make_job(project, researcher, tmp_path, status="running", heartbeat=ago(121))
+    make_job(project, researcher, tmp_path)  # queued just now: its message is on its way
+    make_job(project, researcher, tmp_path, status="running", heartbeat=ago(30))
+    for status in ("mapping", "done", "failed"):
+        job = make_job(project, researcher, tmp_path, status=status)
+        UploadJob.objects.filter(pk=job.pk).update(created=ago(3600))
+    assert sorted(recover_upload_jobs()) == sorted([lost.pk, dead.pk]) == sorted(sent_imports)
+    import_upload(dead.pk)  # the message sent again takes the dead worker's job over
+    import_upload(lost.pk)
+    assert {job.status for job in UploadJob.objects.filter(pk__in=[lost.pk, dead.pk])} == {"done"}
+    assert sorted(Dataset.objects.values_list("name", "item_count")) == [("Lost", 30), ("Redelivered", 30)]
+
+
+def test_a_stalled_upload_can_be_queued_again_from_its_page(
+    researcher_client, annotator, project, researcher, tmp_path, sent_imports
+):
+    from django.test import Client
+
+    job = make_job(project, researcher, tmp_path)
+    url = reverse("dataset_upload_requeue", args=[project.slug, job.pk])
+    page = researcher_client.post(url, follow=True).content.decode()
+    assert "not stalled: nothing was queued again" in page and sent_imports == []
+    UploadJob.objects.filter(pk=job.pk).update(created=ago(3 * 60))
+    assert "Queue it again" in status_page(researcher_client, project, job)
+    page = researcher_client.post(url, follow=True).content.decode()
+    assert "Queued again" in page and sent_imports == [job.pk]
+    annotator_client = Client()
+    annotator_client.force_login(annotator)
+    assert annotator_client.post(url).status_code == 403 and sent_imports == [job.pk]
+    other = make_project(name="Other", researchers=[researcher])
+    assert (
+        researcher_client.post(reverse("dataset_upload_requeue", args=[other.slug, job.pk])).status_code
+        == 404
+    )

@@ -60,19 +60,20 @@ def test_upload_whose_worker_process_is_killed_mid_import_is_taken_over_and_impo
 
     monkeypatch.setenv("UPLOAD_STALE_SECONDS", "2")  # the worker's: a job silent for 2 s lost its worker
     settings.UPLOAD_STALE_SECONDS = 2
-    path = write_jsonl(tmp_path / "big.jsonl", [dialog(n) for n in range(30_000)])
-    job = create_upload_job(
-        project=project,
-        user=researcher,
-        name="Killed",
-        path=path,
-        filename="big.jsonl",
-        format="auto",
-        options={},
-    )
     purge_broker()
+    # Started first: a job queued over 2 s before a worker starts is one its start-up recovery sends again.
     worker = start_worker(pool="prefork", concurrency=1)
     try:
+        path = write_jsonl(tmp_path / "big.jsonl", [dialog(n) for n in range(30_000)])
+        job = create_upload_job(
+            project=project,
+            user=researcher,
+            name="Killed",
+            path=path,
+            filename="big.jsonl",
+            format="auto",
+            options={},
+        )
         [child] = pool_children(worker.pid)
         import_upload.delay(job.pk)
         deadline = time.monotonic() + 20
