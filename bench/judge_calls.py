@@ -44,7 +44,7 @@ os.environ.update(
     REDIS_URL=BROKER,
     DJANGO_SETTINGS_MODULE="config.settings",
     BENCH_JUDGE_KEY="bench",
-    CONCORD_JUDGE_CREDENTIALS="BENCH_JUDGE_KEY",
+    CONCORD_JUDGE_CREDENTIALS="BENCH_JUDGE_KEY@127.0.0.1",
     CONCORD_JUDGE_ALLOW_PRIVATE="true",  # the simulated model listens on loopback
     LOG_LEVEL="WARNING",
     # A deployment's workers run with DEBUG off; DEBUG on keeps every SQL statement in

@@ -11,7 +11,7 @@ import re
 import ssl
 from datetime import timedelta
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -323,18 +323,36 @@ CONCORD_OWN_SECRETS = {
 }
 
 
-def env_credential_names(name: str) -> list[str]:
-    names = env_list(name, [])
-    for position, variable in enumerate(names, start=1):
+def env_credentials(name: str) -> dict[str, list[str]]:
+    """NAME@host[:port] entries: each server credential with the hosts its key may be sent to (a name
+    repeated with another host adds that host). A key bound to no host would go wherever a researcher
+    points a judge, their own server included: a bare name stops start-up."""
+    declared: dict[str, list[str]] = {}
+    for position, entry in enumerate(env_list(name, []), start=1):
+        variable, at, host = entry.partition("@")
+        variable = variable.strip()
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", variable):
             raise ImproperlyConfigured(
-                f"{name}: entry {position} is not an environment variable name (letters, digits, underscores)"
+                f"{name}: entry {position} does not start with an environment variable name (letters, "
+                "digits, underscores)"
             )
         if variable in CONCORD_OWN_SECRETS:
             raise ImproperlyConfigured(
                 f"{name}: {variable} is one of Concord's own secrets, never a judge key"
             )
-    return names
+        parsed = urlsplit("//" + host.strip())
+        try:
+            parsed.port  # noqa: B018 -- raises on a port that is not a number
+        except ValueError:
+            parsed = urlsplit("//")
+        if not at or not parsed.hostname or parsed.path or parsed.username or parsed.password:
+            raise ImproperlyConfigured(
+                f"{name}: entry {position} ({variable}) names no host its key may be sent to: write "
+                f"{variable}@api.openai.com (or @host:port; one entry per host), so that no judge can send "
+                "it to a server of its own"
+            )
+        declared.setdefault(variable, []).append(parsed.netloc.lower())
+    return declared
 
 
 def env_fernet_keys(name: str) -> list[str]:
@@ -368,7 +386,7 @@ def env_ca_bundle(name: str) -> str:
     return path
 
 
-CONCORD_JUDGE_CREDENTIALS = env_credential_names("CONCORD_JUDGE_CREDENTIALS")
+CONCORD_JUDGE_CREDENTIALS = env_credentials("CONCORD_JUDGE_CREDENTIALS")
 CONCORD_ENCRYPTION_KEY = env_fernet_keys("CONCORD_ENCRYPTION_KEY")
 # Loopback and private-network endpoints (vLLM or Ollama in the lab, the demo's simulated model); link-local
 # and cloud metadata addresses are refused whatever this says.

@@ -151,7 +151,9 @@ class LaneContext:
             params=params,
             limiter=limiter,
             project_id=fixed.project_id,
-            credential=credential_for(judge_id=run.judge_id, source=params.credential),
+            credential=credential_for(
+                judge_id=run.judge_id, source=params.credential, base_url=params.base_url
+            ),
             adaptations=adapting.merged(run.adaptations),
             call_ids=fixed.call_ids,
             queued_at=run.queued_at,

@@ -1,7 +1,8 @@
 """Where a judge's API key comes from: never an arbitrary environment variable of the server.
 
 Two sources only:
-- a server credential: an environment variable the operator declared in CONCORD_JUDGE_CREDENTIALS;
+- a server credential: an environment variable the operator declared in CONCORD_JUDGE_CREDENTIALS, with
+  the hosts its key may be sent to (`NAME@host[:port]`): a judge pointed anywhere else gets no key;
 - a key a researcher pasted: stored on the judge (so scoped to its project), encrypted at rest with
   CONCORD_ENCRYPTION_KEY (MultiFernet: the first key encrypts, every key decrypts, for rotation), shown
   afterwards only as a hint such as `sk-...abcd`.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
@@ -43,6 +45,45 @@ class Credential:
 
 def declared_credentials() -> list[str]:
     return list(settings.CONCORD_JUDGE_CREDENTIALS)
+
+
+def credential_hosts(name: str) -> list[str]:
+    """The hosts (`host` or `host:port`) the operator lets this server credential's key be sent to."""
+    return list(settings.CONCORD_JUDGE_CREDENTIALS.get(name, []))
+
+
+def _host_and_port(netloc: str, *, scheme: str = "") -> tuple[str, int | None]:
+    parts = urlsplit(f"{scheme}://{netloc}" if scheme else f"//{netloc}")
+    default = {"https": 443, "http": 80}.get(scheme)
+    return (parts.hostname or "").rstrip("."), parts.port or default
+
+
+def origin(base_url: str) -> tuple[str, str, int | None]:
+    """Scheme, host and port: where a key sent with requests to this base URL goes."""
+    scheme = urlsplit(base_url).scheme
+    try:
+        return (scheme, *_host_and_port(urlsplit(base_url).netloc, scheme=scheme))
+    except ValueError:
+        return (scheme, base_url, None)
+
+
+def host_refused(name: str, base_url: str) -> str:
+    """Why this server credential may not go to this base URL ("" when it may): its host (and port, when
+    the operator gave one) must be one the operator declared for it."""
+    scheme, netloc = urlsplit(base_url).scheme, urlsplit(base_url).netloc
+    try:
+        host, port = _host_and_port(netloc, scheme=scheme)
+    except ValueError:
+        return f"the base URL {base_url!r} has no valid host"
+    for declared in credential_hosts(name):
+        allowed_host, allowed_port = _host_and_port(declared)
+        if host == allowed_host and allowed_port in (None, port):
+            return ""
+    return (
+        f"the server credential {name} may be sent only to {', '.join(credential_hosts(name))}, not to "
+        f"{host or base_url}: choose another key for this base URL, or ask the operator to declare "
+        f"{name}@{host} in {SETTING}"
+    )
 
 
 def undeclared_message(name: str) -> str:
@@ -91,10 +132,12 @@ def key_hint(api_key: str) -> str:
 
 
 @sensitive_variables("value")
-def env_credential(name: str) -> Credential:
+def env_credential(name: str, *, base_url: str) -> Credential:
     identity = ENV_PREFIX + name
     if name not in declared_credentials():
         return Credential(identity, problem=undeclared_message(name))
+    if refused := host_refused(name, base_url):
+        return Credential(identity, problem=refused)
     value = os.environ.get(name, "")
     if not value:
         return Credential(identity, problem=f"the server credential {name} is not set on this server")
@@ -114,14 +157,15 @@ def pasted_credential(*, judge_id: int) -> Credential:
         return Credential(identity, problem=str(error))
 
 
-def credential_for(*, judge_id: int, source: str) -> Credential:
-    """The credential a judge (or a run's frozen parameters) names: "none", "pasted" or "env:NAME"."""
+def credential_for(*, judge_id: int, source: str, base_url: str) -> Credential:
+    """The credential a judge (or a run's frozen parameters) names: "none", "pasted" or "env:NAME", for
+    requests to `base_url`."""
     if source == NO_KEY:
         return Credential(NO_KEY)
     if source == PASTED:
         return pasted_credential(judge_id=judge_id)
     if source.startswith(ENV_PREFIX):
-        return env_credential(source.removeprefix(ENV_PREFIX))
+        return env_credential(source.removeprefix(ENV_PREFIX), base_url=base_url)
     return Credential(source, problem=f"unknown credential source {source!r}")
 
 

@@ -23,7 +23,10 @@ def key_choices(instance: Judge) -> list[tuple[str, str]]:
     """No key, each server credential the operator declared, or a pasted key (the judge's current one)."""
     choices = [(KEY_CHOICE_NONE, "No key (the endpoint needs none)")]
     choices += [
-        (credentials.ENV_PREFIX + name, f"Server credential {name}")
+        (
+            credentials.ENV_PREFIX + name,
+            f"Server credential {name} (for {', '.join(credentials.credential_hosts(name))})",
+        )
         for name in credentials.declared_credentials()
     ]
     if instance.api_key_hint:
@@ -130,7 +133,23 @@ class JudgeForm(forms.ModelForm):
             self.add_error("credential", credentials.cannot_store_message())
         elif choice == KEY_CHOICE_PASTED and not pasted and not self.instance.api_key_hint:
             self.add_error("api_key", "Paste the key, or choose another source.")
+        elif choice == KEY_CHOICE_PASTED and not pasted and self._moves_pasted_key(cleaned.get("base_url")):
+            self.add_error(
+                "api_key",
+                "The base URL now points to another server: paste the key again. A pasted key goes only to "
+                "the server it was pasted for, so that no one who can edit this judge can send it elsewhere.",
+            )
+        elif choice and choice.startswith(credentials.ENV_PREFIX) and cleaned.get("base_url"):
+            name = choice.removeprefix(credentials.ENV_PREFIX)
+            if refused := credentials.host_refused(name, cleaned["base_url"]):
+                self.add_error("credential", refused[0].upper() + refused[1:] + ".")
         return cleaned
+
+    def _moves_pasted_key(self, base_url: str | None) -> bool:
+        """Whether this edit sends the judge's stored pasted key to another scheme, host or port."""
+        if not self.instance.pk or not self.instance.api_key_hint or not base_url:
+            return False
+        return credentials.origin(base_url) != credentials.origin(self.instance.base_url)
 
     def save(self, commit: bool = True) -> Judge:
         """Apply the key source; a pasted key is encrypted here and only here."""

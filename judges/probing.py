@@ -200,7 +200,9 @@ def _test_connection(judge: Judge) -> ConnectionResult:
         check_base_url(judge.base_url, resolve_now=False)
     except UnsafeEndpoint as error:
         return ConnectionResult(False, f"Refused: {error}.")
-    credential = credentials.credential_for(judge_id=judge.pk, source=judge.credential_source)
+    credential = credentials.credential_for(
+        judge_id=judge.pk, source=judge.credential_source, base_url=judge.base_url
+    )
     if credential.problem:
         return ConnectionResult(False, f"No API key: {credential.problem}.")
     family = judge.family

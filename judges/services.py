@@ -158,7 +158,7 @@ def estimate_run(
         completion_tokens=completion_tokens,
         cost=cost_of(params, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, batch=batch),
         api_key_present=not credentials.credential_for(
-            judge_id=judge.pk, source=judge.credential_source
+            judge_id=judge.pk, source=judge.credential_source, base_url=judge.base_url
         ).problem,
         reasoning_tokens=per_call_reasoning * calls,
         duration_seconds=expected_duration(

@@ -19,7 +19,9 @@ def test_a_finishing_run_turns_done_on_the_evaluation_page_without_a_reload(
         "judges.services.enqueue_lanes", lambda run_id, lanes, queue_stamp: None
     )  # this test works the lane
     monkeypatch.setenv("CONCORD_BROWSER_JUDGE_KEY", "k")
-    settings.CONCORD_JUDGE_CREDENTIALS = ["CONCORD_BROWSER_JUDGE_KEY"]  # declared, as an operator would
+    settings.CONCORD_JUDGE_CREDENTIALS = {
+        "CONCORD_BROWSER_JUDGE_KEY": ["127.0.0.1"]
+    }  # declared, as an operator would
     server = FakeLLM(FakeConfig(latency_ms=0)).start(stop_after=120)
     try:
         version = factories.make_rubric(project=project, name="Quality")

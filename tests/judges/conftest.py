@@ -8,6 +8,10 @@ from judges.models import Judge, JudgeRun
 from tests import factories
 
 TEST_KEY_ENV = "CONCORD_TEST_JUDGE_KEY"
+# The test key may go to the simulated models and listeners the tests start on loopback (any port) and to
+# the made-up provider of the judge forms' tests.
+TEST_KEY_HOSTS = ["127.0.0.1", "api.example.test"]
+TEST_KEY_DECLARED = ",".join(f"{TEST_KEY_ENV}@{host}" for host in TEST_KEY_HOSTS)
 
 
 @pytest.fixture(scope="session")
@@ -20,20 +24,25 @@ def fake_llm():
 
 @pytest.fixture(autouse=True)
 def judge_key(monkeypatch, settings):
-    """TEST_KEY_ENV is a server credential the operator declared (in this process and for workers)."""
+    """TEST_KEY_ENV is a server credential the operator declared for loopback (in this process and for
+    workers)."""
     monkeypatch.setenv(TEST_KEY_ENV, "test-key")
-    monkeypatch.setenv("CONCORD_JUDGE_CREDENTIALS", TEST_KEY_ENV)
-    settings.CONCORD_JUDGE_CREDENTIALS = [TEST_KEY_ENV]
+    monkeypatch.setenv("CONCORD_JUDGE_CREDENTIALS", TEST_KEY_DECLARED)
+    settings.CONCORD_JUDGE_CREDENTIALS = {TEST_KEY_ENV: TEST_KEY_HOSTS}
 
 
 @pytest.fixture
 def declare_credential(monkeypatch, settings):
-    """declare_credential(NAME, value): the operator declares one more server credential and sets it."""
+    """declare_credential(NAME, value, host="127.0.0.1"): the operator declares one more server credential,
+    for that host, and sets it."""
 
-    def declare(name: str, value: str) -> None:
+    def declare(name: str, value: str, host: str = "127.0.0.1") -> None:
         monkeypatch.setenv(name, value)
-        settings.CONCORD_JUDGE_CREDENTIALS = [*settings.CONCORD_JUDGE_CREDENTIALS, name]
-        monkeypatch.setenv("CONCORD_JUDGE_CREDENTIALS", ",".join(settings.CONCORD_JUDGE_CREDENTIALS))
+        settings.CONCORD_JUDGE_CREDENTIALS = {**settings.CONCORD_JUDGE_CREDENTIALS, name: [host]}
+        entries = [
+            f"{key}@{where}" for key, hosts in settings.CONCORD_JUDGE_CREDENTIALS.items() for where in hosts
+        ]
+        monkeypatch.setenv("CONCORD_JUDGE_CREDENTIALS", ",".join(entries))
 
     return declare
 

@@ -9,6 +9,7 @@ import os
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
 
 import pytest
 from cryptography.fernet import Fernet
@@ -18,7 +19,7 @@ from django.urls import reverse
 from evaluations.models import Rating
 from judges.models import CachedReply, Judge, JudgeCall, JudgeRun
 from tests import factories
-from tests.judges.conftest import TEST_KEY_ENV, judge_form_data, make_judge, run_to_end
+from tests.judges.conftest import TEST_KEY_ENV, TEST_KEY_HOSTS, judge_form_data, make_judge, run_to_end
 
 LAB_KEY_ENV = "CONCORD_LAB_KEY"
 LAB_KEY = "sk-lab-declared-0123456789abcdef"
@@ -95,7 +96,7 @@ def server_secrets(settings, monkeypatch):
     """A declared lab key besides the test key, pasted keys enabled, and the openai client's own
     environment variables set, as on a lab server: none of it may reach a judge that was not given it."""
     monkeypatch.setenv(LAB_KEY_ENV, LAB_KEY)
-    settings.CONCORD_JUDGE_CREDENTIALS = [TEST_KEY_ENV, LAB_KEY_ENV]
+    settings.CONCORD_JUDGE_CREDENTIALS = {TEST_KEY_ENV: TEST_KEY_HOSTS, LAB_KEY_ENV: ["127.0.0.1"]}
     settings.CONCORD_ENCRYPTION_KEY = [Fernet.generate_key().decode()]
     monkeypatch.setenv("OPENAI_API_KEY", LAB_KEY)
     monkeypatch.setenv("OPENAI_ORG_ID", LAB_KEY)
@@ -356,6 +357,88 @@ def test_the_reply_cache_is_kept_per_credential(project, fake_llm, evaluation_se
     with_lab_key = make_judge(project, fake_llm, name="lab judge", api_key_env=LAB_KEY_ENV)
     lab_run = run_to_end(with_lab_key, *evaluation_setup)
     assert lab_run.status == JudgeRun.Status.DONE and not lab_run.calls.filter(cached=True).exists()
+
+
+# -- keys go only where they were meant for ------------------------------------------------------
+def test_a_server_credential_goes_only_to_the_hosts_the_operator_declared_for_it(
+    researcher_client, project, listener, fake_llm, server_secrets, evaluation_setup
+):
+    """Else any researcher could point a judge at a server of their own and read the lab's key off the
+    request (the connection test alone would do)."""
+    provider = urlsplit(fake_llm.base_url).netloc  # 127.0.0.1 and the provider's own port
+    server_secrets.CONCORD_JUDGE_CREDENTIALS = {TEST_KEY_ENV: TEST_KEY_HOSTS, LAB_KEY_ENV: [provider]}
+    form = judge_form(listener.base_url, credential=f"env:{LAB_KEY_ENV}")
+    response = researcher_client.post(reverse("judge_create", args=[project.slug]), form)
+    page = response.content.decode()
+    assert response.status_code == 200 and f"may be sent only to {provider}, not to 127.0.0.1" in page
+    assert f"Server credential {LAB_KEY_ENV} (for {provider})" in page  # the form says where each key goes
+    assert not Judge.objects.filter(name="attack judge").exists()
+
+    # A judge stored otherwise (before the operator bound the key, or by a script) gets no key either.
+    judge = make_judge(project, listener, model="m", api_key_env=LAB_KEY_ENV)
+    tested = researcher_client.post(reverse("judge_test_connection", args=[project.slug, judge.pk]))
+    assert f"may be sent only to {provider}" in tested.content.decode()
+    run = run_to_end(judge, *evaluation_setup)
+    assert run.status == JudgeRun.Status.FAILED and f"may be sent only to {provider}" in run.error
+    assert listener.received == []
+
+    lab_judge = make_judge(project, fake_llm, name="lab judge", api_key_env=LAB_KEY_ENV)
+    assert run_to_end(lab_judge, *evaluation_setup).status == JudgeRun.Status.DONE
+
+
+@pytest.mark.parametrize(
+    ("declared", "base_url", "allowed"),
+    [
+        ("api.openai.com", "https://api.openai.com/v1", True),
+        ("api.openai.com", "https://API.OpenAI.com./v1", True),
+        ("api.openai.com", "http://api.openai.com:8080/v1", True),  # no port declared: any
+        ("api.openai.com:443", "https://api.openai.com/v1", True),
+        ("api.openai.com:443", "http://api.openai.com/v1", False),
+        ("api.openai.com", "https://api.openai.com.evil.test/v1", False),
+        ("api.openai.com", "https://evil.test/api.openai.com/v1", False),
+        ("api.openai.com", "https://api.openai.com@evil.test/v1", False),
+        ("[::1]:8000", "http://[::1]:8000/v1", True),
+        ("[::1]:8000", "http://[::1]:8001/v1", False),
+    ],
+)
+def test_a_credentials_host_is_matched_exactly(settings, declared, base_url, allowed):
+    from judges import credentials
+
+    settings.CONCORD_JUDGE_CREDENTIALS = {LAB_KEY_ENV: [declared]}
+    assert (credentials.host_refused(LAB_KEY_ENV, base_url) == "") is allowed
+
+
+def test_a_colleague_who_points_a_judge_elsewhere_must_paste_its_key_again(
+    researcher_client, project, listener, fake_llm, server_secrets, evaluation_setup, client
+):
+    """Another researcher of the project may edit the judge, but not send its pasted key to their server."""
+    form = judge_form(fake_llm.base_url, name="owners judge", credential="pasted", api_key=OTHER_PASTED_KEY)
+    assert researcher_client.post(reverse("judge_create", args=[project.slug]), form).status_code == 302
+    judge = Judge.objects.get(name="owners judge")
+    colleague = factories.make_user("eve")
+    project.memberships.create(user=colleague, role="researcher")
+    client.force_login(colleague)
+    edit = reverse("judge_edit", args=[project.slug, judge.pk])
+    moved = judge_form(listener.base_url, name="owners judge", credential="pasted", api_key="")
+    response = client.post(edit, moved)
+    assert (
+        response.status_code == 200
+        and "points to another server: paste the key again" in response.content.decode()
+    )
+    client.post(reverse("judge_test_connection", args=[project.slug, judge.pk]))
+    judge.refresh_from_db()
+    assert judge.base_url == fake_llm.base_url and listener.received == []
+
+    same_server = judge_form(
+        fake_llm.base_url, name="owners judge", credential="pasted", api_key="", samples="2"
+    )
+    assert client.post(edit, same_server).status_code == 302  # other changes keep the key
+    theirs = judge_form(
+        listener.base_url, name="owners judge", credential="pasted", api_key="sk-eves-own-key-00"
+    )
+    assert client.post(edit, theirs).status_code == 302  # with a key of their own, they may
+    client.post(reverse("judge_test_connection", args=[project.slug, judge.pk]))
+    assert "sk-eves-own-key-00" in listener.everything() and OTHER_PASTED_KEY not in listener.everything()
 
 
 # -- endpoints ----------------------------------------------------------------------------------

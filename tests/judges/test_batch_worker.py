@@ -11,7 +11,7 @@ from judges import batch, services
 from judges.fake_llm import FakeConfig, FakeLLM
 from judges.models import JudgeBatch, JudgeCall, JudgeRun
 from tests import factories
-from tests.judges.conftest import TEST_KEY_ENV, make_judge
+from tests.judges.conftest import TEST_KEY_DECLARED, TEST_KEY_ENV, make_judge
 from tests.workers import start_worker, stop_worker, wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -23,7 +23,7 @@ def worker(django_db_setup):
     patcher = pytest.MonkeyPatch()
     patcher.setenv("JUDGE_BATCH_POLL_SECONDS", "0.1")
     patcher.setenv(TEST_KEY_ENV, "test-key")
-    patcher.setenv("CONCORD_JUDGE_CREDENTIALS", TEST_KEY_ENV)
+    patcher.setenv("CONCORD_JUDGE_CREDENTIALS", TEST_KEY_DECLARED)
     process = start_worker(concurrency=4, ready_timeout=90)
     try:
         yield process

@@ -197,9 +197,9 @@ def test_an_edit_with_the_paste_box_empty_keeps_the_pasted_key(researcher_client
     assert response.status_code == 302
     judge.refresh_from_db()
     assert judge.max_tokens == 99 and judge.api_key_hint == "sk-...7890"
-    assert credentials.credential_for(judge_id=judge.pk, source=judge.credential_source).api_key == (
-        "sk-pasted-once-1234567890"
-    )
+    assert credentials.credential_for(
+        judge_id=judge.pk, source=judge.credential_source, base_url=judge.base_url
+    ).api_key == ("sk-pasted-once-1234567890")
     assert judge.probed_at is not None  # the key did not change: the connection test still holds
 
 

@@ -17,7 +17,7 @@ from judges import services
 from judges.fake_llm import FakeConfig, FakeLLM
 from judges.models import JudgeCall, JudgeRun
 from tests import factories
-from tests.judges.conftest import TEST_KEY_ENV, make_judge
+from tests.judges.conftest import TEST_KEY_DECLARED, TEST_KEY_ENV, make_judge
 from tests.workers import start_worker, stop_worker, wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -83,7 +83,7 @@ def own_redis(django_db_setup):
     patcher.setenv("CELERY_BROKER_URL", OWN_REDIS_URL)  # the worker's environment
     patcher.setenv("REDIS_URL", OWN_REDIS_URL)
     patcher.setenv(TEST_KEY_ENV, "test-key")
-    patcher.setenv("CONCORD_JUDGE_CREDENTIALS", TEST_KEY_ENV)
+    patcher.setenv("CONCORD_JUDGE_CREDENTIALS", TEST_KEY_DECLARED)
     patcher.setenv("JUDGE_STALE_SECONDS", "2")  # a starting worker takes over runs silent for 2 s
     server = start_own_redis()
     _use_broker(app, OWN_REDIS_URL)
