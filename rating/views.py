@@ -8,7 +8,7 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.db.models import OuterRef, Subquery
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse, reverse_lazy
 from django.utils import timezone
@@ -405,12 +405,20 @@ set_password_done = auth_views.PasswordResetCompleteView.as_view(
 
 
 def csrf_failure(request: SignedInHtmxRequest, reason: str = "") -> HttpResponse:
-    """CSRF refusals: a rating submit gets its form back with what was typed; anything else, Django's page.
+    """CSRF refusals: a rating submit from one of Concord's own pages gets its form back with what was typed;
+    anything else, Django's page.
 
-    Set as CSRF_FAILURE_VIEW. The form it returns carries a fresh token, so submitting again works.
+    Set as CSRF_FAILURE_VIEW. The form it returns carries a fresh token, so submitting again works. A
+    submit from another site gets no form back: else that site could fill in an annotator's answers and
+    leave them one Enter away from being saved.
     """
     match = request.resolver_match
-    if match is not None and match.url_name == "rate_submit" and request.user.is_authenticated:
+    if (
+        match is not None
+        and match.url_name == "rate_submit"
+        and request.user.is_authenticated
+        and _sent_from_our_pages(request)
+    ):
         try:
             evaluation = get_evaluation_for(
                 request.user, match.kwargs["slug"], match.kwargs["pk"], role=ANNOTATOR
@@ -427,3 +435,12 @@ def csrf_failure(request: SignedInHtmxRequest, reason: str = "") -> HttpResponse
             )
             return _refused(request, evaluation, assignment, errors, status=403)
     return csrf_views.csrf_failure(request, reason=reason)
+
+
+def _sent_from_our_pages(request: HttpRequest) -> bool:
+    """Whether the browser says this request came from a page of this site (Sec-Fetch-Site, or an Origin
+    header where a browser sends no Sec-Fetch-Site)."""
+    site = request.headers.get("Sec-Fetch-Site")
+    if site is not None:
+        return site == "same-origin"
+    return request.headers.get("Origin") == f"{request.scheme}://{request.get_host()}"

@@ -240,7 +240,8 @@ def test_missing_csrf_token_is_refused_and_the_form_comes_back_with_a_fresh_toke
     assignment = reserve(client, evaluation)
     shown_at = f"{time.time() - 30:.1f}"  # the item came up half a minute ago
     data = answers(likert, pairwise, explanation="typed before the token expired") | {"shown_at": shown_at}
-    response = client.post(url("rate_submit", evaluation, assignment.item_id), data)
+    ours = {"Sec-Fetch-Site": "same-origin"}  # what a browser says of a form posted from Concord's own page
+    response = client.post(url("rate_submit", evaluation, assignment.item_id), data, headers=ours)
     page = response.content.decode()
     assert response.status_code == 403
     assert "security token was missing or out of date" in page
@@ -256,6 +257,41 @@ def test_missing_csrf_token_is_refused_and_the_form_comes_back_with_a_fresh_toke
     assert retry.status_code == 302 and Rating.objects.count() == 2
     spent = Assignment.objects.get(pk=assignment.pk).seconds_spent
     assert spent is not None and spent >= 30
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Sec-Fetch-Site": "cross-site", "Origin": "https://attacker.test"},
+        {"Sec-Fetch-Site": "same-site"},
+        {"Origin": "https://attacker.test"},
+        {},  # nothing says where it came from
+    ],
+)
+def test_a_rating_posted_from_another_site_gets_no_form_back(
+    evaluation, likert, pairwise, annotator, headers
+):
+    """Else that site could fill in an annotator's answers and leave them one Enter away from being saved."""
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(annotator)
+    assignment = reserve(client, evaluation)
+    data = answers(likert, pairwise, explanation="planted by another site")
+    response = client.post(url("rate_submit", evaluation, assignment.item_id), data, headers=headers)
+    page = response.content.decode()
+    assert response.status_code == 403 and "CSRF verification failed" in page
+    assert "planted by another site" not in page and "checked" not in page and not Rating.objects.exists()
+
+
+def test_a_rating_posted_with_our_origin_and_no_fetch_metadata_gets_its_form_back(
+    evaluation, likert, pairwise, annotator
+):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(annotator)
+    assignment = reserve(client, evaluation)
+    data = answers(likert, pairwise, explanation="typed here")
+    headers = {"Origin": "http://testserver"}
+    response = client.post(url("rate_submit", evaluation, assignment.item_id), data, headers=headers)
+    assert response.status_code == 403 and "typed here" in response.content.decode()
 
 
 def test_missing_csrf_token_elsewhere_gets_djangos_refusal(researcher, evaluation):
