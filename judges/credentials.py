@@ -70,18 +70,14 @@ def origin(base_url: str) -> tuple[str, str, int | None]:
 def host_refused(name: str, base_url: str) -> str:
     """Why this server credential may not go to this base URL ("" when it may): its host (and port, when
     the operator gave one) must be one the operator declared for it."""
-    scheme, netloc = urlsplit(base_url).scheme, urlsplit(base_url).netloc
-    try:
-        host, port = _host_and_port(netloc, scheme=scheme)
-    except ValueError:
-        return f"the base URL {base_url!r} has no valid host"
+    _, host, port = origin(base_url)
     for declared in credential_hosts(name):
         allowed_host, allowed_port = _host_and_port(declared)
         if host == allowed_host and allowed_port in (None, port):
             return ""
     return (
         f"the server credential {name} may be sent only to {', '.join(credential_hosts(name))}, not to "
-        f"{host or base_url}: choose another key for this base URL, or ask the operator to declare "
+        f"{host}: choose another key for this base URL, or ask the operator to declare "
         f"{name}@{host} in {SETTING}"
     )
 
