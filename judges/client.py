@@ -414,7 +414,7 @@ def chat(*, base_url: str, api_key: str, timeout: float, request: dict, azure: b
         # Not JSON (the text is handed back, as the openai client does): a web page or another API here.
         raise PermanentError(
             f"{base_url} is not an OpenAI-compatible API: /chat/completions answered "
-            f"{_shape(completion)} instead of a chat.completion JSON object"
+            f"{_shape(completion, api_key)} instead of a chat.completion JSON object"
         )
     return reply_from(completion, api_key=api_key, latency_ms=latency_ms)
 
@@ -620,8 +620,11 @@ def without_secrets(text: str, api_key: str) -> str:
     return text
 
 
-def _shape(value: Any) -> str:
-    text = str(value).strip().replace("\n", " ")
+@sensitive_variables("api_key")
+def _shape(value: Any, api_key: str) -> str:
+    """What an answer was, for an error text: its type and start, the key taken out before it is cut (a
+    cut through the key would leave most of it)."""
+    text = redact(str(value), api_key).strip().replace("\n", " ")
     return f"{type(value).__name__} {text[:60]!r}"
 
 

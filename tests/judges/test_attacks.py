@@ -34,6 +34,7 @@ class Listener:
     def __init__(self):
         self.received: list[bytes] = []
         self.status = 200
+        self.plain = False  # answer 200 with a text body that echoes the header, not JSON
         listener = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -60,6 +61,14 @@ class Listener:
 
             def do_POST(self):
                 auth = self._record()
+                if listener.plain:
+                    data = f"echo {auth}".encode()
+                    self.send_response(200)
+                    self.send_header("content-type", "text/plain")
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
                 if listener.status != 200:
                     message = f"Incorrect API key provided: {auth}"
                     self._send(listener.status, {"error": {"message": message, "type": "invalid_request"}})
@@ -188,6 +197,23 @@ def paste_a_key(client, project, listener, key=PASTED_KEY, name="pasted judge") 
     response = client.post(reverse("judge_create", args=[project.slug]), form)
     assert response.status_code == 302, response.content.decode()
     return Judge.objects.get(project=project, name=name)
+
+
+def test_a_key_echoed_in_an_answer_that_is_not_json_is_taken_out_of_the_error(
+    researcher_client, project, listener, server_secrets, evaluation_setup
+):
+    """The error quotes the start of what came back; the key is taken out before it is cut, or a cut through
+    the key would leave most of it on the page and in the call's stored error."""
+    listener.plain = True
+    judge = paste_a_key(researcher_client, project, listener)
+    tested = researcher_client.post(reverse("judge_test_connection", args=[project.slug, judge.pk]))
+    page = tested.content.decode()
+    assert "is not an OpenAI-compatible API" in page and "echo Bearer ***" in page
+    run = run_to_end(judge, *evaluation_setup)
+    errors = " ".join(run.calls.values_list("error", flat=True))
+    assert "is not an OpenAI-compatible API" in errors and "echo Bearer ***" in errors
+    for shown in (page, errors):
+        assert PASTED_KEY not in shown and PASTED_KEY[6:30] not in shown
 
 
 def test_a_pasted_key_is_stored_encrypted_and_shown_only_as_a_hint(
