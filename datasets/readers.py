@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from . import safe_json
-from .records import MAX_SPEAKER_CHARS, MAX_TEXT_CHARS, RecordError
+from .records import MAX_SPEAKER_CHARS, MAX_TEXT_CHARS, MAX_TURNS, RecordError
 from .text_files import Encoding, FileRefused, open_text, text_format
 
 FORMATS = {
@@ -307,9 +307,14 @@ class _LongGroup:
     def __init__(self, dialog_id: str, line: int, metadata: dict[str, str]) -> None:
         self.dialog_id, self.line, self.metadata = dialog_id, line, metadata
         self.turns: list[tuple[int, dict]] = []
+        self.seen: set[int] = set()
+        self.rows = 0  # past MAX_TURNS rows are counted, not kept: the dialog is refused whole
         self.errors: list[RecordError] = []
 
     def add(self, number: int, row: list[str], index: dict[str, int]) -> None:
+        self.rows += 1
+        if self.rows > MAX_TURNS:
+            return
         raw_index, speaker, text = row[index["turn_index"]], row[index["speaker"]], row[index["text"]]
         try:
             turn_index = int(raw_index.strip())
@@ -320,7 +325,7 @@ class _LongGroup:
                 )
             )
             return
-        if any(existing == turn_index for existing, _ in self.turns):
+        if turn_index in self.seen:
             self.errors.append(
                 RecordError(
                     f"turn_index {turn_index} appears twice in dialog {self.dialog_id!r}",
@@ -339,9 +344,13 @@ class _LongGroup:
                         field=name,
                     )
                 )
+        self.seen.add(turn_index)
         self.turns.append((turn_index, {"speaker": speaker, "text": text}))
 
     def entry(self) -> Entry:
+        if self.rows > MAX_TURNS:
+            message = f"dialog {self.dialog_id!r} has {self.rows:,} turns; at most {MAX_TURNS:,} are allowed"
+            self.errors.append(RecordError(message, line=self.line, field="turn_index"))
         if self.errors:
             return Entry(self.line, errors=self.errors)
         turns = [turn for _, turn in sorted(self.turns, key=lambda pair: pair[0])]
