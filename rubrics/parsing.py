@@ -88,11 +88,13 @@ SCALE_SHAPES: list[tuple[str, re.Pattern]] = [
     ("points", re.compile(r"^\s*(?:[-*•]\s*)?(?P<label>(?P<value>\d+)\s+points?)\s*:\s*(?P<desc>.*)$")),
     ("quoted", re.compile(r'^\s*(?:[-*•]\s*)?"(?P<value>[^"]{1,64})"\s*:\s*(?P<desc>.*)$')),
 ]
-HEADING_RE = re.compile(r"^\s*(?:#+\s*(?P<md>.+?)|(?P<plain>[A-Z][A-Za-z0-9 ]{0,40}):)\s*$")
+# The patterns below are written so that no line makes them try every split of a long run of spaces (a
+# 120 KB upload of such lines once held a web worker for 30 s): a group ends on a non-space, not lazily.
+HEADING_RE = re.compile(r"^\s*(?:#+\s*(?P<md>.*\S)|(?P<plain>[A-Z][A-Za-z0-9 ]{0,40}):)\s*$")
 # "Name (1-5) - description", "Name (yes/no): description", "Name (1-5):", "Name - description".
-CRITERION_RE = re.compile(r"^(?P<name>.+?)(?:\s*\([^()]*\))?(?:\s*:\s*|\s+[-–]\s+)(?P<desc>.*)$")
-TRAILING_PARENS_RE = re.compile(r"\s*\([^()]*\)\s*:?\s*$")
-ASSESSING_RE = re.compile(r"You will be assessing (?P<name>[^,.]+?)(?:,|\.| which)")
+CRITERION_RE = re.compile(r"^(?P<name>.*?\S)(?:\s*\([^()]*\))?(?:\s*:\s*|\s+[-–]\s+)(?P<desc>.*)$")
+TRAILING_PARENS_RE = re.compile(r"\([^()]*\)\s*:?$")  # on a stripped line; strip what it leaves
+ASSESSING_RE = re.compile(r"You will be assessing (?P<name>[^,.]{1,200}?)(?:,|\.| which)")
 STEP_START_RE = re.compile(r"^(?:\d+[.)]|STEP\s+\d+\s*:)\s*", re.IGNORECASE)
 
 
@@ -290,7 +292,8 @@ def _criterion(sections: dict[str, list[tuple[int, str]]]) -> tuple[str, str]:
             rest = [line.strip() for _, line in criteria[1:] if not _is_scale_line(line)]
             description = "\n".join([match.group("desc") or "", *rest]).strip()
             return match.group("name").strip(), description
-        return TRAILING_PARENS_RE.sub("", criteria[0][1].strip()).rstrip(":"), _paragraph(criteria[1:])
+        name = TRAILING_PARENS_RE.sub("", criteria[0][1].strip()).rstrip().rstrip(":")
+        return name, _paragraph(criteria[1:])
     definition = _paragraph(sections.get("metric definition", []))
     match = ASSESSING_RE.search(definition)
     if match:

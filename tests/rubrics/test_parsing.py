@@ -5,7 +5,13 @@ import json
 import pytest
 
 from rubrics.builtins import BUILTINS
-from rubrics.parsing import RubricParseError, find_mojibake, parse_json_spec, parse_prompt_text
+from rubrics.parsing import (
+    RubricParseError,
+    find_mojibake,
+    parse_json_spec,
+    parse_prompt_text,
+    parse_rubric_source,
+)
 from tests.rubrics.conftest import seed_text
 
 SEEDS = {builtin.name: builtin for builtin in BUILTINS}
@@ -195,3 +201,23 @@ def test_quoted_labels_other_than_a_same_b_make_a_categorical_rubric():
 def test_an_overlong_name_is_refused_rather_than_cut():
     with pytest.raises(RubricParseError, match="name: 201 characters long; at most 200"):
         parse_json_spec(spec(name="x" * 201))
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "Evaluation Criteria:\na" + " " * 60_000 + "b\n#a" + " " * 60_000 + "b\n1 (Bad): x\n2 (Good): y\n",
+        "Evaluation Criteria:\nX (" + " " * 60_000 + "b\n1" + " " * 60_000 + "(x\n",
+        "Metric Definition:\n" + "You will be assessing x " * 5_000 + "\n",
+    ],
+)
+def test_lines_built_to_make_the_patterns_backtrack_are_parsed_at_once(hostile):
+    """Lines with long runs of spaces made the heading and criterion patterns try every split of the run:
+    a 120 KB upload held a web worker for 30 s."""
+    import time
+    from contextlib import suppress
+
+    started = time.monotonic()
+    with suppress(RubricParseError):  # refused or not, what matters here is that it took no time
+        parse_rubric_source(hostile)
+    assert time.monotonic() - started < 2
