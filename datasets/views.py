@@ -150,7 +150,9 @@ def dataset_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     size = size if size in PAGE_SIZES else 50
     items, problem = _filtered_items(dataset, query=query, meta=meta)
     filtered = bool(query or meta)
-    page = max(1, _int(request.GET.get("page"), 1))
+    # No dataset has more pages than items: a page number past that is the last page (and an offset that
+    # fits the database's integers).
+    page = min(max(1, _int(request.GET.get("page"), 1)), _pages(max(dataset.item_count, 1), 1))
     counting = filtered and request.GET.get("count") == "1"
     if counting and getattr(request, "htmx", False):
         with db.parallel_scans_priced_by_work():

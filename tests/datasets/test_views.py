@@ -255,6 +255,10 @@ def test_filtered_pages_past_the_last_match_show_the_last_one(researcher_client,
     assert "Items 26–40 of 40 matching" in content and "Page 2 of 2" in content
     middle = researcher_client.get(url, {"meta": "topic=sports", "size": 25, "page": 2, "count": 1})
     assert "Items 26–40 of 40 matching" in middle.content.decode()
+    huge = str(10**30)  # an offset past the database's integers was an error page
+    for params in ({"meta": "topic=sports"}, {"q": "Zebra"}, {}):
+        response = researcher_client.get(url, {**params, "size": 25, "page": huge})
+        assert response.status_code == 200 and "Items " in response.content.decode()
 
 
 def test_a_phrase_page_is_looked_for_among_the_first_items_before_the_whole_dataset(
