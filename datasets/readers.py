@@ -30,6 +30,8 @@ FORMATS = {
 SPACE = re.compile(r"\s*")
 CHUNK_CHARS = 1024 * 1024
 MAX_ITEM_CHARS = 32 * 1024 * 1024
+MAX_CSV_COLUMNS = 1_000
+MAX_COLUMN_NAME_CHARS = 200  # a column name becomes a metadata key
 LONG_COLUMNS = ["dialog_id", "turn_index", "speaker", "text"]
 WIDE_ROLES = {
     "id": ["id", "item_id", "dialog_id", "external_id"],
@@ -262,6 +264,19 @@ def _header(rows: Iterator[tuple[int, list[str]]]) -> list[str]:
     first = next(rows, None)
     if first is None:
         raise FileRefused("the file is empty: there is nothing to import")
+    if len(first[1]) > MAX_CSV_COLUMNS:
+        raise FileRefused(
+            f"the header has {len(first[1]):,} columns; at most {MAX_CSV_COLUMNS:,} are accepted (every "
+            "column but the dialog's own becomes a metadata field of each item)",
+            line=1,
+        )
+    for name in first[1]:
+        if len(name) > MAX_COLUMN_NAME_CHARS:
+            raise FileRefused(
+                f"a column name is {len(name):,} characters long; at most {MAX_COLUMN_NAME_CHARS} are "
+                f"accepted (it starts {name[:40]!r})",
+                line=1,
+            )
     return [name.strip() for name in first[1]]
 
 
