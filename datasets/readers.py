@@ -160,7 +160,7 @@ def _read_json_array(lines: _LineCounter) -> Iterator[Entry]:
 class _ArrayReader:
     def __init__(self, lines: _LineCounter) -> None:
         self.lines = lines
-        self.decoder = json.JSONDecoder()
+        self.decoder = safe_json.decoder()
         self.buffer, self.position, self.line, self.eof = "", 0, 1, False
 
     def fill(self) -> bool:
@@ -213,10 +213,14 @@ class _ArrayReader:
             start_line, start = self.line, self.position
             obj = self.decode_one()
             expect_item, first = False, False
+            text = self.buffer[start : self.position]
             try:
-                safe_json.check_depth(obj, self.buffer[start : self.position])
+                safe_json.check_depth(obj, text)
             except safe_json.NestedTooDeep as error:
                 yield Entry(start_line, errors=[RecordError(str(error), line=start_line)])
+                continue
+            if "\\ud" in text.lower() and safe_json.has_lone_surrogate(obj):
+                yield Entry(start_line, errors=[RecordError(safe_json.SURROGATE_MESSAGE, line=start_line)])
                 continue
             yield Entry(start_line, obj)
 
@@ -227,6 +231,8 @@ class _ArrayReader:
                 obj, end = self.decoder.raw_decode(self.buffer, self.position)
             except RecursionError:
                 raise FileRefused(safe_json.TOO_DEEP, line=self.line) from None
+            except safe_json.NotJsonValue as error:
+                raise FileRefused(f"{error.message}, in the item that starts here", line=self.line) from None
             except json.JSONDecodeError as error:
                 near_end = error.pos >= len(self.buffer) - 1 or error.msg.startswith("Unterminated string")
                 too_big = len(self.buffer) - self.position >= MAX_ITEM_CHARS

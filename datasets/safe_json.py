@@ -5,13 +5,17 @@ otherwise crash the parser (RecursionError) or whatever walks the stored value l
 walk is iterative, and runs only when the text holds enough brackets to be that deep.
 
 orjson parses (several times faster than json, which matters for 100k-line uploads); json parses
-what orjson refuses or would read differently, so the values and error messages are json's: NaN,
-Infinity, lone surrogates, invalid JSON, and integers past 64 bits, which orjson reads as floats.
+what orjson refuses or would read differently, so the values and error messages are json's: invalid JSON,
+and integers past 64 bits, which orjson reads as floats. What JSON has no value for is refused with the
+place it is at, as a JSONDecodeError: NaN and Infinity (which json would read), numbers too large for a
+float (1e999, which json reads as infinity) and escapes of half a UTF-16 pair (\\ud800 alone, no character;
+the database refuses it later, past the point where the upload could say where it was).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import orjson
@@ -35,21 +39,84 @@ def _long_digits(text: str) -> bool:
     return _ZEROS in text.encode(errors="surrogatepass").translate(_DIGITS_AS_ZEROS)
 
 
+class NotJsonValue(ValueError):
+    """A NaN, an Infinity or a number too large for a float, met by `decoder`'s hooks."""
+
+    def __init__(self, literal: str) -> None:
+        super().__init__(literal)
+        self.literal = literal
+
+    @property
+    def message(self) -> str:
+        if self.literal in ("NaN", "Infinity", "-Infinity"):
+            return f"{self.literal} is not a JSON number"
+        return f"the number {self.literal[:40]} is too large (JSON numbers here must fit a float)"
+
+
+def _refuse_constant(literal: str) -> Any:
+    raise NotJsonValue(literal)
+
+
+def _finite_float(literal: str) -> float:
+    value = float(literal)
+    if math.isinf(value):
+        raise NotJsonValue(literal)
+    return value
+
+
+def decoder() -> json.JSONDecoder:
+    """json's decoder, raising NotJsonValue where JSON has no value (see the module's text)."""
+    return json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+
+
+_DECODER = decoder()
+SURROGATE_MESSAGE = "a \\u escape of half a UTF-16 pair (a lone surrogate), which is no character"
+
+
 def loads(text: str) -> Any:
     """json.loads, raising NestedTooDeep for a value nested deeper than MAX_JSON_DEPTH."""
     try:
         value = _json_loads(text) if _long_digits(text) else orjson.loads(text)
-    except orjson.JSONDecodeError:
-        value = _json_loads(text)  # json's value, or json's error with its message
+    except orjson.JSONDecodeError as refused:
+        if "surrogate" in refused.msg:
+            raise json.JSONDecodeError(SURROGATE_MESSAGE, text, refused.pos) from None
+        value = _json_loads(text, at=refused.pos)  # json's value, or json's error with its message
     check_depth(value, text)
     return value
 
 
-def _json_loads(text: str) -> Any:
+def _json_loads(text: str, *, at: int | None = None) -> Any:
+    """json's value; `at`: where orjson stopped, the place of a value refused here."""
     try:
-        return json.loads(text)
+        value = _DECODER.decode(text)
     except RecursionError:
         raise NestedTooDeep() from None
+    except NotJsonValue as error:
+        raise json.JSONDecodeError(
+            error.message, text, text.find(error.literal) if at is None else at
+        ) from None
+    if "\\ud" in text.lower() and has_lone_surrogate(value):
+        raise json.JSONDecodeError(SURROGATE_MESSAGE, text, text.lower().find("\\ud"))
+    return value
+
+
+def has_lone_surrogate(value: Any) -> bool:
+    """Whether a text in `value` (keys too) holds half of a UTF-16 pair: text that cannot be stored."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            if not node.isascii():
+                try:
+                    node.encode()
+                except UnicodeEncodeError:
+                    return True
+        elif isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
 
 
 def check_depth(value: Any, text: str) -> None:

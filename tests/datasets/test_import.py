@@ -331,3 +331,27 @@ def test_a_long_csv_dialog_of_too_many_rows_is_refused_naming_it_without_quadrat
     messages = [(error.line, error.field, error.message) for error in result.errors]
     assert (2, "turn_index", "dialog 'd' has 40,000 turns; at most 1,000 are allowed") in messages
     assert (40_003, "turn_index", "turn_index 0 appears twice in dialog 'e'") in messages
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("NaN", "NaN is not a JSON number"),
+        ("-Infinity", "-Infinity is not a JSON number"),
+        ("1e999", "the number 1e999 is too large"),
+        ('"hi \\ud800"', "half a UTF-16 pair (a lone surrogate)"),
+    ],
+)
+def test_values_json_has_no_place_for_are_refused_with_their_line(project, tmp_path, value, message):
+    """json read NaN and 1e999 (infinity), which the database then refused for the whole file without a
+    line; a lone surrogate crashed the import ('internal error')."""
+    good = json.dumps(dialog(0))
+    bad = '{"id": "x", "turns": [{"speaker": "USER", "text": "hi"}], "metadata": {"score": ' + value + "}}"
+    path = tmp_path / "values.jsonl"
+    path.write_text(good + "\n" + bad + "\n")
+    result = refused(project, path)
+    assert [(error.line, message in error.message) for error in result.errors] == [(2, True)]
+    array = tmp_path / "values.json"
+    array.write_text("[\n" + good + ",\n" + bad + "\n]\n")
+    result = refused(project, array)
+    assert [(error.line, message in error.message) for error in result.errors] == [(3, True)]
