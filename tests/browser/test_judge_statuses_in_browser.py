@@ -68,3 +68,40 @@ def test_the_launch_form_estimates_at_once_and_again_on_every_change(browser_pag
     )
     page.get_by_label("Quality@1").uncheck()
     page.locator("#run-estimate .error").filter(has_text="Pick at least one rubric version.").wait_for()
+
+
+def test_the_launch_button_waits_for_the_estimate_of_the_last_change(
+    browser_page, live_server, project, monkeypatch
+):
+    """Seen in a browser: boxes unticked quickly, then Launch pressed before the last estimate came, launched
+    the runs of an earlier estimate, one of them unticked (on a paid model, money nobody chose to spend)."""
+    import time
+
+    dataset = factories.make_dataset(project, items=4)
+    versions = [factories.make_rubric(project=project, name=name) for name in ("Clarity", "Quality")]
+    evaluation = factories.make_evaluation(project, dataset, versions)
+    Judge.objects.create(project=project, name="only judge", base_url="https://api.openai.com/v1", model="m")
+    estimate_runs = services.estimate_runs
+    slow = {"seconds": 0.0}
+
+    def estimate_slowly(**kwargs):
+        time.sleep(slow["seconds"])  # the live server answers each request in its own thread
+        return estimate_runs(**kwargs)
+
+    monkeypatch.setattr(services, "estimate_runs", estimate_slowly)
+    page = browser_page
+    log_in(page, live_server, "rita", f"/p/{project.slug}/evaluations/{evaluation.pk}/judge-runs/new/")
+    launch = page.locator("#run-estimate button.primary")
+    launch.wait_for()
+    assert launch.inner_text() == "Launch 2 runs: 8 calls" and launch.is_enabled()
+    slow["seconds"] = 1.5
+    page.get_by_label("Clarity@1").uncheck()
+    assert launch.is_disabled()  # the estimate of both is no longer what the boxes show
+    page.wait_for_function(
+        "() => document.querySelector('#run-estimate button.primary')?.innerText === 'Launch 1 run: 4 calls'"
+    )
+    assert launch.is_enabled()
+    launched = page.locator("#run-estimate input[name=rubric_versions]").evaluate_all(
+        "els => els.map(e => e.value)"
+    )
+    assert launched == [str(versions[1].pk)]
