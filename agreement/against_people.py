@@ -295,6 +295,12 @@ def _shared_people_tables(ctx: Context, left_out: np.ndarray) -> np.ndarray:
     return tables
 
 
+# "As well as people" needs the whole interval of the difference within this much of 0 (kappa or percent
+# agreement): an interval that merely holds 0 but reaches far either side shows nothing (a judge at chance
+# level on twelve items had -0.719, -1.000 to +0.000), and is called inconclusive instead.
+EQUIVALENCE_MARGIN = 0.1
+
+
 def _verdict_undefined(why: str) -> dict:
     return {"label": "undefined", "text": f"No verdict: {why}.", "why": why}
 
@@ -324,11 +330,13 @@ def make_verdict(
         "difference": round(float(model - humans), 6),
         "difference_ci": diff_ci,
     }
-    label = "comparable"
+    label = "inconclusive"
     if diff_ci is not None and diff_ci[0] > 0:
         label = "better"
     elif diff_ci is not None and diff_ci[1] < 0:
         label = "worse"
+    elif diff_ci is not None and diff_ci[0] >= -EQUIVALENCE_MARGIN and diff_ci[1] <= EQUIVALENCE_MARGIN:
+        label = "comparable"
     verdict["label"] = label
     verdict["text"] = verdict_text(verdict)
     return verdict
@@ -340,13 +348,20 @@ def verdict_text(v: dict) -> str:
         "better": "agrees with people better than people agree with each other",
         "worse": "agrees with people less than people agree with each other",
         "comparable": "agrees with people about as well as people agree with each other",
+        "inconclusive": "cannot be told apart from people here, nor shown to agree as well",
     }[v["label"]]
     ci = v["difference_ci"]
-    spread = f" (95% CI {ci[0]:+.3f} to {ci[1]:+.3f})" if ci else ""
-    return (
+    spread = f" (95% CI {ci[0]:+.3f} to {ci[1]:+.3f})" if ci else " (no interval)"
+    text = (
         f"It {around}: {name} {v['model']:.3f} against each person vs {v['humans']:.3f} between people "
         f"on the same {v['items']} items, a difference of {v['difference']:+.3f}{spread}."
     )
+    if v["label"] == "inconclusive":
+        text += (
+            f" The interval reaches beyond ±{EQUIVALENCE_MARGIN:.1f}: more items rated by people and the "
+            "model would tell."
+        )
+    return text
 
 
 def disagreement_list(

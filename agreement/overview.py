@@ -9,6 +9,7 @@ VERDICT_PHRASES = {
     "better": "agrees better than people do",
     "worse": "agrees less than people do",
     "comparable": "as well as people, within uncertainty",
+    "inconclusive": "too uncertain to tell",
     "undefined": "no verdict",
 }
 

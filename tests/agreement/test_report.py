@@ -53,7 +53,7 @@ def test_likert_model_figures_match_scikit_learn_against_each_person_and_the_mea
         judge["ci"]["cohen_kappa"][0] <= judge["vs_majority"]["cohen_kappa"] <= judge["ci"]["cohen_kappa"][1]
     )
     assert set(judge["vs_majority"]) >= {"spearman", "kendall_tau_b", "pearson", "within_one", "mae", "bias"}
-    assert judge["verdict"]["label"] in {"better", "comparable", "worse"}
+    assert judge["verdict"]["label"] in {"better", "comparable", "worse", "inconclusive"}
 
 
 def test_a_fractional_judge_score_is_kept_for_correlations_and_rounded_for_kappa(project):
@@ -204,7 +204,9 @@ def test_the_verdict_interval_brackets_its_difference(project):
     low, high = verdict["difference_ci"]
     assert low <= verdict["difference"] <= high
     assert verdict["difference"] == pytest.approx(verdict["model"] - verdict["humans"], abs=1e-5)
-    assert verdict["label"] == ("better" if low > 0 else "worse" if high < 0 else "comparable")
+    within = low >= -0.1 and high <= 0.1
+    expected = "better" if low > 0 else "worse" if high < 0 else "comparable" if within else "inconclusive"
+    assert verdict["label"] == expected
 
 
 def test_human_figures_ignore_a_fractional_judge_and_match_the_krippendorff_package(project):
@@ -385,3 +387,37 @@ def test_the_reports_few_disagreements_are_the_first_of_a_plain_ranking(project,
         block = _block(evaluation, resamples=0, disagreements=limit)
         shown = sorted((d, item) for d, _, item in ranking[:limit])
         assert [e["item_id"] for e in block["disagreements"]] == [item for _, item in shown]
+
+
+def test_a_judge_whose_interval_reaches_far_either_side_of_zero_is_inconclusive_not_as_good_as_people(
+    project,
+):
+    """Seen in a browser: a judge at chance level on twelve items (kappa -0.06 against the people's 0.66)
+    was called 'as well as people, within uncertainty' because the difference's interval held 0."""
+    labels = ["A", "SAME", "B"]
+    seen = set()
+    for seed in range(8):  # small studies with a judge at chance: the interval is wide
+        rng = np.random.default_rng(seed)
+        people = [labels[c] for c in rng.integers(0, 3, 12)]
+        other = [labels[rng.integers(0, 3)] if rng.random() < 0.5 else v for v in people]
+        table = {"a": people, "b": other, "m": [labels[c] for c in rng.integers(0, 3, 12)]}
+        evaluation, _ = make_rated_evaluation(project, kind="pairwise", table=table, models=["m"])
+        verdict = _rater(_block(evaluation, resamples=300), "m")["verdict"]
+        low, high = verdict["difference_ci"]
+        assert verdict["label"] != "comparable"  # never, with so wide an interval
+        if low <= 0 <= high:
+            assert verdict["label"] == "inconclusive" and "beyond ±0.1" in verdict["text"]
+        seen.add(verdict["label"])
+    assert "inconclusive" in seen
+
+    many = 3000  # a judge like the people on many items: the interval is narrow around 0
+    rng = np.random.default_rng(6)
+    truth = [labels[c] for c in rng.integers(0, 3, many)]
+    table = {
+        name: [labels[rng.integers(0, 3)] if rng.random() < 0.2 else v for v in truth]
+        for name in ("a", "b", "m")
+    }
+    evaluation, _ = make_rated_evaluation(project, kind="pairwise", table=table, models=["m"])
+    verdict = _rater(_block(evaluation, resamples=300), "m")["verdict"]
+    low, high = verdict["difference_ci"]
+    assert -0.1 <= low <= 0 <= high <= 0.1 and verdict["label"] == "comparable"
