@@ -234,9 +234,8 @@ def compare_runs_page(request: HtmxHttpRequest, slug: str, pk: int) -> HttpRespo
         "error": error,
     }
     template = "agreement/compare_runs.html"
-    return render(
-        request, f"{template}#comparison" if request.htmx else template, context, status=400 if error else 200
-    )
+    status = 400 if error and not request.htmx else 200  # htmx swaps only 2xx responses
+    return render(request, f"{template}#comparison" if request.htmx else template, context, status=status)
 
 
 @require_http_methods(["GET", "POST"])
