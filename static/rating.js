@@ -48,10 +48,18 @@
     }
   }
 
+  function showRatedReply() {
+    // A long dialog scrolls inside its card: start it at the end, where the reply being rated (or the two
+    // candidate replies) is, rather than at the first turn, 1,000 px above it.
+    var card = document.querySelector(".dialog-card");
+    if (card && card.scrollHeight > card.clientHeight) { card.scrollTop = card.scrollHeight; }
+  }
+
   function init() {
     var form = ratingForm();
     if (!form || form.dataset.keysReady) { return; }
     form.dataset.keysReady = "1";
+    showRatedReply();
     form.classList.toggle("one-at-a-time", PHONE.matches);
     var forms = rubricForms(form);
     forms.forEach(function (fieldset) {

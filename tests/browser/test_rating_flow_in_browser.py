@@ -281,3 +281,28 @@ def test_researcher_downloads_the_spreadsheet_export_and_reads_explanations_in_t
     text = page.inner_text("main")
     assert "as shown: A · left was the response" in text and "A asks a caring question." in text
     page.screenshot(path=SHOTS.format(f"agreement-item-{viewport}"), full_page=True)
+
+
+def test_a_long_dialog_opens_at_the_reply_being_rated(chromium, live_server, annotator):
+    """Seen in a browser review: a 30-turn dialog opened at its first turn, the rated reply 1,300 px down
+    inside the dialog's own scroll, so a keyboard rater could submit without having seen it."""
+    project = factories.make_project(name="Long chats", annotators=[annotator])
+    dataset = factories.make_dataset(project, items=1, baseline=False)
+    turns = [
+        {"speaker": "USER" if n % 2 == 0 else "BOT", "text": f"Turn {n}: " + "words " * 40} for n in range(30)
+    ]
+    dataset.items.update(context=turns, response={"speaker": "BOT", "text": "THE REPLY BEING RATED"})
+    version = factories.make_rubric(project=project, name="Quality")
+    evaluation = factories.make_evaluation(project, dataset, [version], overlap=1, annotators=[annotator])
+    context = chromium.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    try:
+        log_in(page, live_server, "anna", rate_url(live_server, evaluation).removeprefix(live_server.url))
+        reply = page.locator("[data-role=response]")
+        reply.wait_for()
+        card = page.locator(".dialog-card").bounding_box()
+        shown = reply.bounding_box()
+        assert card is not None and shown is not None
+        assert card["y"] <= shown["y"] and shown["y"] + shown["height"] <= card["y"] + card["height"] + 1
+    finally:
+        context.close()
