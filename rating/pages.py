@@ -70,11 +70,15 @@ def typed_values(data: services.FormData) -> dict[str, str]:
 
 
 def scale_options(version: RubricVersion) -> list[Option]:
-    """Scale options in rubric order; the key is the value when it is one digit, else the position."""
+    """Scale options in rubric order; the key is the value when it is one digit, else the position; a
+    tenth option (10 of a 1-10 scale) takes 0 when no option's value is 0."""
     options = []
+    values = [str(entry.get("value", "")) for entry in version.scale]
     for position, entry in enumerate(version.scale, start=1):
         value = str(entry.get("value", ""))
         key = value if len(value) == 1 and value.isdigit() else (str(position) if position <= 9 else "")
+        if not key and position == 10 and "0" not in values:  # the keyboard's row: 1 ... 9, 0
+            key = "0"
         options.append(
             Option(
                 value=value,

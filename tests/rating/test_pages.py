@@ -16,7 +16,15 @@ def test_digit_values_are_their_own_keys():
 def test_labels_get_their_position_as_key_up_to_nine():
     labels = [{"value": f"label-{n}", "label": f"Label {n}", "description": "d"} for n in range(11)]
     keys = [o.key for o in scale_options(version_with(labels))]
-    assert keys == ["1", "2", "3", "4", "5", "6", "7", "8", "9", "", ""]
+    assert keys == ["1", "2", "3", "4", "5", "6", "7", "8", "9", "0", ""]
+
+
+def test_ten_of_a_one_to_ten_scale_is_picked_with_zero_unless_zero_is_a_value():
+    """Seen in a browser review: 10 had no key, so it could not be picked from the keyboard."""
+    one_to_ten = [o.key for o in scale_options(version_with([{"value": str(n)} for n in range(1, 11)]))]
+    assert one_to_ten == ["1", "2", "3", "4", "5", "6", "7", "8", "9", "0"]
+    zero_to_ten = [o.key for o in scale_options(version_with([{"value": str(n)} for n in range(0, 11)]))]
+    assert zero_to_ten == ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", ""]
 
 
 def test_pairwise_buttons_send_the_letters_shown_and_answers_store_them_canonically():
