@@ -234,6 +234,7 @@ def run_upload_job(*, job_id: int) -> bool:
                 # Done is recorded with the items: a worker dying after they commit leaves a finished
                 # job, never a stale running one that another worker would import a second time.
                 before_commit=lambda result: record_outcome(job, result),
+                source_filename=job.filename,
             )
     except Exception:
         logger.exception("upload job %s failed", job_id)

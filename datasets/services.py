@@ -120,6 +120,7 @@ def import_dataset(
     append: bool = False,
     progress: Progress | None = None,
     before_commit: BeforeCommit | None = None,
+    source_filename: str = "",
 ) -> ImportResult:
     """Validate `path` and import it as dataset `name` of `project` (or append to it), all or nothing.
 
@@ -127,7 +128,8 @@ def import_dataset(
     database is unchanged. Mojibake is an error unless `repair_text` (fix it with ftfy and list
     every change) or `keep_mojibake` (import the text as it is, with a warning). `before_commit`
     is called with the finished result inside the transaction that stores the items, so what it
-    writes (an upload job's outcome) commits with them or not at all.
+    writes (an upload job's outcome) commits with them or not at all. `source_filename`: the name the
+    dataset says it came from (an upload's own, not the name it was stored under), else the path's.
     """
     path = Path(path)
     result = ImportResult()
@@ -147,7 +149,7 @@ def import_dataset(
             "name": name.strip(),
             "target": target,
             "user": user,
-            "filename": path.name,
+            "filename": source_filename or path.name,
         }
         if db.loads_while_checking() and progress is None:
             _import_while_copying(checker, before_commit=before_commit, **destination)

@@ -62,9 +62,16 @@ def test_small_upload_imports_inline_and_the_page_says_how_many(researcher_clien
     assert response.status_code == 302
     assert response["Location"] == reverse("dataset_upload_job", args=[project.slug, job.pk])
     assert job.status == "done" and job.items_imported == 4
-    assert Dataset.objects.get(name="Uploaded").item_count == 4
+    dataset = Dataset.objects.get(name="Uploaded")
+    assert (
+        dataset.item_count == 4 and dataset.source_filename == "d.jsonl"
+    )  # not the name it was stored under
     page = researcher_client.get(response["Location"])
     assert b"4 items imported" in page.content
+    assert (
+        "from d.jsonl"
+        in researcher_client.get(reverse("dataset_detail", args=[project.slug, dataset.pk])).content.decode()
+    )
     assert list(upload_dir.iterdir()) == []  # the stored file is gone once the job has finished
 
 
