@@ -567,7 +567,7 @@ def cancel_run(*, run: JudgeRun) -> bool:
     """Stop a running run; a batch run's next poll (queued now) cancels its batches at the endpoint."""
     with transaction.atomic():
         cancelled = JudgeRun.objects.filter(pk=run.pk, status=JudgeRun.Status.RUNNING).update(
-            status=JudgeRun.Status.CANCELLED, finished=timezone.now(), error="Cancelled."
+            status=JudgeRun.Status.CANCELLED, finished=timezone.now(), error=""
         )
         if cancelled and batches.open_batches(run):
             previous = JudgeRun.objects.filter(pk=run.pk).values_list("batch_poller", flat=True).get()

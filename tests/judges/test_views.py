@@ -251,6 +251,8 @@ def test_cancel_and_resume_from_the_run_page(researcher_client, project, judge, 
     researcher_client.post(reverse("judge_run_cancel", args=[project.slug, run.pk]))
     run.refresh_from_db()
     assert run.status == JudgeRun.Status.CANCELLED
+    page = researcher_client.get(reverse("judge_run_detail", args=[project.slug, run.pk])).content.decode()
+    assert "Cancelled.</strong>" not in page  # the badge says it; a browser review saw "Cancelled Cancelled."
     researcher_client.post(reverse("judge_run_resume", args=[project.slug, run.pk]))
     run.refresh_from_db()
     assert run.status == JudgeRun.Status.RUNNING
