@@ -89,6 +89,7 @@ def test_detail_shows_summary_exports_import_form_and_sections(researcher_client
         "?layout=wide",
         "?layout=jsonl",
         'id="ratings-import"',
+        "A is the item's baseline, B its response",  # so pairwise labels are not imported flipped
         'id="evaluation_annotators"',
     ]:
         assert expected in page
