@@ -10,7 +10,7 @@ from datasets.models import Dataset
 from projects.models import Project
 from rubrics.models import RubricVersion
 
-from .models import Evaluation
+from .models import MAX_OVERLAP, Evaluation
 from .services import visible_rubrics
 
 
@@ -29,7 +29,7 @@ class EvaluationForm(forms.Form):
         help_text="One version of each rubric; every item must have what each needs (pairwise: a baseline).",
     )
     overlap = forms.IntegerField(
-        min_value=1, max_value=1000, initial=3, help_text="Human ratings each item needs."
+        min_value=1, max_value=MAX_OVERLAP, initial=3, help_text="Human ratings each item needs."
     )
     order = forms.ChoiceField(choices=Evaluation.Order.choices, initial=Evaluation.Order.DATASET)
     exclude_lacking = forms.BooleanField(

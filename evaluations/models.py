@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from rubrics.models import RubricVersion
 
 
+MAX_OVERLAP = 1000  # human ratings an item may need: the evaluation form and the settings both hold to it
+
+
 class Evaluation(models.Model):
     """A dataset x one or more rubric versions, with annotators, overlap N and judge runs."""
 

@@ -123,7 +123,14 @@ def change_settings(*, evaluation: Evaluation, data: QueryDict) -> Outcome:
         )
     except services.RatingRefused as refusal:
         return Outcome(False, refusal.message + " Nothing was changed.")
-    return Outcome(True, f"Saved: {overlap} ratings per item, reservations last {minutes} minutes.")
+    saved = f"Saved: {overlap} ratings per item, reservations last {minutes} minutes."
+    people = evaluation.annotators.count()
+    if overlap > people:
+        saved += (
+            f" Only {people} annotator{'s' if people != 1 else ''} rate{'' if people != 1 else 's'} this "
+            f"evaluation: no item can get {overlap} ratings until more are added."
+        )
+    return Outcome(True, saved)
 
 
 def section_context(

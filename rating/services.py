@@ -22,7 +22,7 @@ from django.db.models.lookups import LessThan
 from django.http import QueryDict
 from django.utils import timezone
 
-from evaluations.models import Evaluation, Rater, Rating
+from evaluations.models import MAX_OVERLAP, Evaluation, Rater, Rating
 from evaluations.values import value_from_shown
 from rubrics.models import Rubric, RubricVersion
 
@@ -495,8 +495,9 @@ def update_assignment_settings(
     *, evaluation: Evaluation, overlap: int, reservation_minutes: int, order: str
 ) -> Evaluation:
     """Change overlap N, the reservation timeout and the order; reopen or close items to match."""
-    if overlap < 1:
-        raise RatingRefused("Overlap must be at least 1 rating per item.", field="overlap")
+    if not 1 <= overlap <= MAX_OVERLAP:
+        message = f"Overlap must be between 1 and {MAX_OVERLAP:,} ratings per item, not {overlap:,}."
+        raise RatingRefused(message, field="overlap")
     if reservation_minutes < 1:
         raise RatingRefused("The reservation timeout must be at least 1 minute.", field="reservation_minutes")
     if order not in Evaluation.Order.values:

@@ -90,6 +90,22 @@ def test_settings_change_overlap_timeout_and_refuse_bad_numbers(researcher_clien
     assert "Overlap N must be a whole number, not “zero”. Nothing was changed." in response.content.decode()
     evaluation.refresh_from_db()
     assert evaluation.overlap == 3
+    # Seen in a browser review: 100,000 ratings per item saved without a word, so it could never finish.
+    response = researcher_client.post(
+        url("assignment_settings", evaluation),
+        {"overlap": "100000", "reservation_minutes": "10"},
+        headers={"HX-Request": "true"},
+    )
+    assert "Overlap must be between 1 and 1,000 ratings per item, not 100,000." in response.content.decode()
+    evaluation.refresh_from_db()
+    assert evaluation.overlap == 3
+    people = evaluation.annotators.count()
+    response = researcher_client.post(
+        url("assignment_settings", evaluation),
+        {"overlap": str(people + 2), "reservation_minutes": "10"},
+        headers={"HX-Request": "true"},
+    )
+    assert f"no item can get {people + 2} ratings until more are added" in response.content.decode()
 
 
 def test_removing_an_annotator_returns_their_reservation(researcher_client, evaluation, annotator):
