@@ -75,6 +75,13 @@ def test_new_account_gets_a_one_time_set_password_link(researcher_client, evalua
     assert "already been used" in reused.content.decode()
 
 
+def post_settings(client, evaluation, **fields) -> str:
+    data = {"reservation_minutes": "10", **fields}
+    return client.post(
+        url("assignment_settings", evaluation), data, headers={"HX-Request": "true"}
+    ).content.decode()
+
+
 def test_settings_change_overlap_timeout_and_refuse_bad_numbers(researcher_client, evaluation):
     researcher_client.post(
         url("assignment_settings", evaluation),
@@ -82,30 +89,16 @@ def test_settings_change_overlap_timeout_and_refuse_bad_numbers(researcher_clien
     )
     evaluation.refresh_from_db()
     assert (evaluation.overlap, evaluation.reservation_minutes, evaluation.order) == (3, 10, "shuffled")
-    response = researcher_client.post(
-        url("assignment_settings", evaluation),
-        {"overlap": "zero", "reservation_minutes": "10"},
-        headers={"HX-Request": "true"},
-    )
-    assert "Overlap N must be a whole number, not “zero”. Nothing was changed." in response.content.decode()
-    evaluation.refresh_from_db()
-    assert evaluation.overlap == 3
+    page = post_settings(researcher_client, evaluation, overlap="zero")
+    assert "Overlap N must be a whole number, not “zero”. Nothing was changed." in page
     # Seen in a browser review: 100,000 ratings per item saved without a word, so it could never finish.
-    response = researcher_client.post(
-        url("assignment_settings", evaluation),
-        {"overlap": "100000", "reservation_minutes": "10"},
-        headers={"HX-Request": "true"},
-    )
-    assert "Overlap must be between 1 and 1,000 ratings per item, not 100,000." in response.content.decode()
+    page = post_settings(researcher_client, evaluation, overlap="100000")
+    assert "Overlap must be between 1 and 1,000 ratings per item, not 100,000." in page
     evaluation.refresh_from_db()
     assert evaluation.overlap == 3
     people = evaluation.annotators.count()
-    response = researcher_client.post(
-        url("assignment_settings", evaluation),
-        {"overlap": str(people + 2), "reservation_minutes": "10"},
-        headers={"HX-Request": "true"},
-    )
-    assert f"no item can get {people + 2} ratings until more are added" in response.content.decode()
+    page = post_settings(researcher_client, evaluation, overlap=str(people + 2))
+    assert f"no item can get {people + 2} ratings until more are added" in page
 
 
 def test_removing_an_annotator_returns_their_reservation(researcher_client, evaluation, annotator):
