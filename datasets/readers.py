@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from . import safe_json
-from .records import MAX_SPEAKER_CHARS, MAX_TEXT_CHARS, MAX_TURNS, RecordError
+from .records import MAX_METADATA_KEY_CHARS, MAX_SPEAKER_CHARS, MAX_TEXT_CHARS, MAX_TURNS, RecordError
 from .text_files import Encoding, FileRefused, open_text, text_format
 
 FORMATS = {
@@ -31,7 +31,6 @@ SPACE = re.compile(r"\s*")
 CHUNK_CHARS = 1024 * 1024
 MAX_ITEM_CHARS = 32 * 1024 * 1024
 MAX_CSV_COLUMNS = 1_000
-MAX_COLUMN_NAME_CHARS = 200  # a column name becomes a metadata key
 LONG_COLUMNS = ["dialog_id", "turn_index", "speaker", "text"]
 WIDE_ROLES = {
     "id": ["id", "item_id", "dialog_id", "external_id"],
@@ -118,6 +117,18 @@ class _LineCounter:
             self.line += 1
             yield text
 
+    def bounded(self, limit: int) -> Iterator[str | None]:
+        """The lines, each read only up to `limit` characters: None for a longer one, whose rest is read
+        past a chunk at a time (a single line of hundreds of MB would otherwise be held whole)."""
+        while text := self.stream.readline(limit + 1):
+            self.line += 1
+            if len(text) <= limit or text.endswith("\n"):
+                yield text
+                continue
+            while (rest := self.stream.readline(CHUNK_CHARS)) and not rest.endswith("\n"):
+                pass
+            yield None
+
     def read(self, size: int) -> str:
         return self.stream.read(size)
 
@@ -126,8 +137,12 @@ class _LineCounter:
 
 
 def _read_jsonl(lines: _LineCounter) -> Iterator[Entry]:
-    for text in lines:
+    for text in lines.bounded(MAX_ITEM_CHARS):
         number = lines.line
+        if text is None:
+            message = f"this line is over {MAX_ITEM_CHARS // 2**20} MB long: an item may be at most that"
+            yield Entry(number, errors=[RecordError(message, line=number)])
+            continue
         if not text.strip():
             continue
         try:
@@ -277,9 +292,9 @@ def _header(rows: Iterator[tuple[int, list[str]]]) -> list[str]:
             line=1,
         )
     for name in first[1]:
-        if len(name) > MAX_COLUMN_NAME_CHARS:
+        if len(name) > MAX_METADATA_KEY_CHARS:
             raise FileRefused(
-                f"a column name is {len(name):,} characters long; at most {MAX_COLUMN_NAME_CHARS} are "
+                f"a column name is {len(name):,} characters long; at most {MAX_METADATA_KEY_CHARS} are "
                 f"accepted (it starts {name[:40]!r})",
                 line=1,
             )

@@ -15,13 +15,18 @@ Top-level keys it does not know are kept as metadata rather than dropped.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 MAX_ID_CHARS = 200  # datasets.models.Item.external_id
 MAX_SPEAKER_CHARS = 100
 MAX_TEXT_CHARS = 100_000
 MAX_TURNS = 1_000
+MAX_METADATA_CHARS = 100_000  # bytes of JSON: about as much as a turn's text
+MAX_METADATA_KEY_CHARS = 200
 
 ROLE_SPEAKERS = {"user": "USER", "assistant": "BOT", "system": "SYSTEM"}
 UNKNOWN_SHAPE = "unknown turn shape: expected {speaker, text} or {role, content}"
@@ -132,7 +137,7 @@ def _plain_record(obj: Any, line: int | None) -> ItemRecord | None:
         return None
     if metadata is None:
         metadata = {}
-    elif type(metadata) is not dict:
+    elif type(metadata) is not dict or (metadata and metadata_problem(metadata)):
         return None
     return ItemRecord(external_id, turns[:-1], turns[-1], None, metadata, line)
 
@@ -146,6 +151,7 @@ def _plain_turn(turn: Any) -> bool:
         and type(text) is str
         and 0 < len(speaker) <= MAX_SPEAKER_CHARS
         and not speaker.isspace()
+        and "\x00" not in speaker
         and len(text) <= MAX_TEXT_CHARS
         and "\x00" not in text
     )
@@ -248,6 +254,9 @@ def _parse_turn(raw: Any, where: str, problems: _Collector) -> dict[str, str] | 
     elif len(speaker) > MAX_SPEAKER_CHARS:
         problems.add(f"{where}.{speaker_key}", f"{speaker_key} longer than {MAX_SPEAKER_CHARS} characters")
         ok = False
+    elif "\x00" in speaker:
+        problems.add(f"{where}.{speaker_key}", f"{speaker_key} contains a NUL character")
+        ok = False
     text = _turn_text(raw.get(text_key), f"{where}.{text_key}", problems)
     if text is None or not ok or not isinstance(speaker, str):
         return None
@@ -281,6 +290,26 @@ def _turn_text(raw: Any, where: str, problems: _Collector) -> str | None:
     return raw
 
 
+def metadata_problem(metadata: dict) -> str:
+    """Why an item's metadata cannot be stored as it is ("" when it can): a key too long or holding a NUL
+    character, or more than MAX_METADATA_CHARS of JSON in all (a page shows it whole)."""
+    for key in metadata:
+        if len(key) > MAX_METADATA_KEY_CHARS:
+            limit = MAX_METADATA_KEY_CHARS
+            return f"a metadata key is {len(key):,} characters long; at most {limit} are allowed"
+        if "\x00" in key:
+            return f"the metadata key {key[:40]!r} contains a NUL character"
+    try:
+        text = orjson.dumps(metadata)
+    except TypeError:  # an integer past 64 bits, which json keeps
+        text = json.dumps(metadata).encode()
+    if len(text) > MAX_METADATA_CHARS:
+        return f"the metadata is {len(text):,} bytes of JSON; at most {MAX_METADATA_CHARS:,} are allowed"
+    if b"\\u0000" in text:
+        return "a metadata value contains a NUL character"
+    return ""
+
+
 def _parse_metadata(obj: dict, problems: _Collector) -> dict[str, Any]:
     raw = obj.get("metadata")
     if raw is None:
@@ -297,4 +326,6 @@ def _parse_metadata(obj: dict, problems: _Collector) -> dict[str, Any]:
             problems.add(key, f"{key!r} is both a top-level key and a metadata key")
             continue
         metadata[key] = value
+    if problem := metadata_problem(metadata):
+        problems.add("metadata", problem)
     return metadata

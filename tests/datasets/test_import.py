@@ -355,3 +355,43 @@ def test_values_json_has_no_place_for_are_refused_with_their_line(project, tmp_p
     array.write_text("[\n" + good + ",\n" + bad + "\n]\n")
     result = refused(project, array)
     assert [(error.line, message in error.message) for error in result.errors] == [(3, True)]
+
+
+def test_a_line_longer_than_an_item_may_be_is_refused_without_being_held_whole(
+    project, tmp_path, monkeypatch
+):
+    """A single 100 MB line (a metadata string) took 800 MB of memory and made a 104 MB item page."""
+    from datasets import readers
+
+    monkeypatch.setattr(readers, "MAX_ITEM_CHARS", 2_000)
+    monkeypatch.setattr(readers, "CHUNK_CHARS", 100)  # the rest of the line is read past in small pieces
+    long = json.dumps(dialog(1, metadata={"blob": "x" * 10_000}))
+    path = tmp_path / "long.jsonl"
+    path.write_text(json.dumps(dialog(0)) + "\n" + long + "\n" + json.dumps(dialog(0)) + "\n")
+    result = refused(project, path)
+    messages = [(error.line, error.message) for error in result.errors]
+    assert (2, "this line is over 0 MB long: an item may be at most that") in messages
+    assert any(line == 3 and "first used on line 1" in message for line, message in messages)  # read on
+
+
+@pytest.mark.parametrize(
+    ("item", "field", "message"),
+    [
+        ({"turns": [{"speaker": "US\u0000ER", "text": "hi"}]}, "turns[0].speaker", "speaker contains a NUL"),
+        ({"metadata": {"k\u0000": 1}}, "metadata", "contains a NUL character"),
+        ({"metadata": {"k": "a\u0000b"}}, "metadata", "a metadata value contains a NUL character"),
+        ({"metadata": {"k" * 300: 1}}, "metadata", "a metadata key is 300 characters long; at most 200"),
+        (
+            {"metadata": {"k": "x" * 200_000}},
+            "metadata",
+            "the metadata is 200,008 bytes of JSON; at most 100,000",
+        ),
+    ],
+)
+def test_speakers_and_metadata_that_cannot_be_stored_or_shown_are_refused_naming_the_field(
+    project, tmp_path, item, field, message
+):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps({**dialog(0), **item}) + "\n")
+    result = refused(project, path)
+    assert [(e.line, e.field, message in e.message) for e in result.errors] == [(1, field, True)]
