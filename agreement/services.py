@@ -97,7 +97,20 @@ def _compute_and_store(
             entry, _ = ReportCache.objects.update_or_create(evaluation=evaluation, key=key, defaults=values)
     except IntegrityError:  # two requests computed it at once; either result is the same
         entry = ReportCache.objects.get(evaluation=evaluation, key=key)
+    _keep_the_latest(evaluation)
     return entry
+
+
+KEPT_REPORTS = 50  # per evaluation: every filter a page is asked for (?key=&value=) makes one
+
+
+def _keep_the_latest(evaluation: Evaluation) -> None:
+    """Drop all but the evaluation's KEPT_REPORTS most recently computed reports (none that a task is
+    computing), so that asking for ever new filters does not grow the cache without end."""
+    idle = ReportCache.objects.filter(evaluation=evaluation, computing="")
+    older = list(idle.order_by("-computed", "-pk").values_list("pk", flat=True)[KEPT_REPORTS:])
+    if older:
+        ReportCache.objects.filter(pk__in=older).delete()
 
 
 def cached_report(

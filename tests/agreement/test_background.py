@@ -212,3 +212,16 @@ def test_when_the_broker_refuses_the_page_says_so_and_the_next_view_tries_again(
     )  # the queue is back
     assert "computing…" in researcher_client.get(_url(evaluation)).content.decode()
     assert [args[0] for args in sent] == [evaluation.pk]
+
+
+def test_the_cache_keeps_the_latest_reports_of_an_evaluation_however_many_filters_are_asked_for(
+    project, monkeypatch
+):
+    """Each distinct ?key=&value= made a report row that stayed for ever."""
+    monkeypatch.setattr(services, "KEPT_REPORTS", 5)
+    evaluation, _ = make_rated_evaluation(project, kind="likert", table={"a": ["1", "2"], "b": ["1", "3"]})
+    for n in range(8):
+        services.cached_report(evaluation=evaluation, where={"topic": f"t{n}"}, resamples=10)
+    kept = ReportCache.objects.filter(evaluation=evaluation)
+    assert kept.count() == 5
+    assert sorted(entry.parameters["where"]["topic"] for entry in kept) == ["t3", "t4", "t5", "t6", "t7"]
