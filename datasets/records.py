@@ -206,7 +206,10 @@ def _parse_turn_list(obj: dict, problems: _Collector) -> list[dict[str, str]] | 
     if key not in obj:
         if "response" in obj:
             return []
-        problems.add("turns", "missing turns: give turns (or OpenAI chat messages) and/or a response")
+        names = sorted(map(str, obj))
+        found = ", ".join(names[:8]) + (" …" if len(names) > 8 else "") if names else "none"
+        wanted = "give turns (or OpenAI chat messages) and/or a response"
+        problems.add("turns", f"missing turns: {wanted} (this item's keys: {found})")
         return None
     raw = obj[key]
     if not isinstance(raw, list):

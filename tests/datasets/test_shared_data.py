@@ -28,3 +28,22 @@ def test_pandalm_and_usr_import_through_the_cli(project, tmp_path, capsys):
 def test_the_demo_dataset_imports(project):
     call_command("import_dataset", str(DEMO), "--project", project.slug, "--name", "Demo")
     assert Dataset.objects.get(name="Demo").item_count > 0
+
+
+def test_the_raw_pandalm_file_is_refused_naming_the_keys_it_has(project, tmp_path):
+    """Seen in a browser review: 1,998 problems ('missing id', 'missing turns') and no word of what the file
+    holds instead; the raw file is a JSON array of PandaLM's own records."""
+    import json
+
+    from datasets.services import import_dataset
+    from tests.shared_data import SHARED_DATA
+
+    raw = SHARED_DATA / "pandalm-testset" / "testset-v1.json"
+    records = json.loads(raw.read_text())[:3]
+    path = tmp_path / "raw.json"
+    path.write_text(json.dumps(records))
+    result = import_dataset(project=project, name="Raw PandaLM", path=path)
+    assert not result.ok
+    turns = [error.message for error in result.errors if error.field == "turns"]
+    keys = ", ".join(sorted(records[0])[:8])
+    assert turns and all(f"(this item's keys: {keys}" in message for message in turns)
