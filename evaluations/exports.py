@@ -75,7 +75,9 @@ def filename(evaluation: Evaluation, layout: str) -> str:
         "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in evaluation.name).strip("-")
         or "evaluation"
     )
-    return f"{evaluation.project.slug}-{stem}-ratings-{layout}.{'jsonl' if layout == 'jsonl' else 'csv'}"
+    if layout == "jsonl":
+        return f"{evaluation.project.slug}-{stem}-ratings.jsonl"
+    return f"{evaluation.project.slug}-{stem}-ratings-{layout}.csv"
 
 
 def stream(

@@ -56,6 +56,7 @@
   }
 
   function init() {
+    document.documentElement.classList.add("keys");
     var form = ratingForm();
     if (!form || form.dataset.keysReady) { return; }
     form.dataset.keysReady = "1";

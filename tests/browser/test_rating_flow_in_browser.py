@@ -306,3 +306,27 @@ def test_a_long_dialog_opens_at_the_reply_being_rated(chromium, live_server, ann
         assert card["y"] <= shown["y"] and shown["y"] + shown["height"] <= card["y"] + card["height"] + 1
     finally:
         context.close()
+
+
+def test_key_hints_show_only_where_the_keys_work(chromium, live_server, annotator):
+    """Seen in a browser review: without JavaScript the key list and badges showed, though no key did
+    anything. On a phone (no keyboard) they are hidden too."""
+    evaluation = make_study(annotator)
+    shown = {}
+    for name, options in {
+        "desktop": {"viewport": VIEWPORTS["desktop"]},
+        "no-js": {"viewport": VIEWPORTS["desktop"], "java_script_enabled": False},
+        "phone": {"viewport": VIEWPORTS["phone"]},
+    }.items():
+        context = chromium.new_context(**options)
+        page = context.new_page()
+        try:
+            log_in(page, live_server, "anna", rate_url(live_server, evaluation).removeprefix(live_server.url))
+            page.locator("#rating-form").wait_for()
+            shown[name] = (
+                page.locator("#keys-help").is_visible(),
+                page.locator(".option-head kbd").first.is_visible(),
+            )
+        finally:
+            context.close()
+    assert shown == {"desktop": (True, True), "no-js": (False, False), "phone": (False, False)}

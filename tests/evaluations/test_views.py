@@ -160,6 +160,8 @@ def test_export_view_streams_an_attachment(researcher_client, evaluation, projec
     assert response.streaming
     assert response["Content-Type"] == "text/csv; charset=utf-8"
     assert response["Content-Disposition"] == 'attachment; filename="demo-study-Study-ratings-long.csv"'
+    jsonl = researcher_client.get(url("evaluation_export", evaluation, "?layout=jsonl"))
+    assert jsonl["Content-Disposition"] == 'attachment; filename="demo-study-Study-ratings.jsonl"'
     rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
     assert [(row["item_id"], row["rater"], row["value"]) for row in rows] == [("d-0", "'@x", "5")]
     wide = researcher_client.get(url("evaluation_export", evaluation, "?layout=wide"))
