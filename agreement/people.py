@@ -32,7 +32,7 @@ def human_human(ctx: Context, names: list[str]) -> dict:
     if ctx.data.is_likert:
         metrics.append("spearman")
     if out["items"] == 0:
-        why = "one rater" if len(cols) < 2 else "no item has two human ratings"
+        why = {0: "no human ratings", 1: "one rater"}.get(len(cols), "no item has two human ratings")
         for metric in metrics:
             out[metric] = None
             out["why"][metric] = f"{why}: nothing to compare"

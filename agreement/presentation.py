@@ -126,6 +126,8 @@ def distribution_bars(block: dict) -> list[dict]:
     """Per label, the share of each rater group's ratings that fell on it (people first, then models)."""
     series = list(block["distribution"].items())
     totals = {name: sum(counts) for name, counts in series}
+    if not any(totals.values()):  # nothing rated here: no bars of 0.0% (the page says so)
+        return []
     bars = []
     for n, label in enumerate(block["labels"]):
         entries = []

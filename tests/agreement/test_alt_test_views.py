@@ -77,3 +77,14 @@ def test_annotators_cannot_change_the_alt_test_settings(annotator_client, evalua
     response = annotator_client.post(_url(evaluation, "alt_test_settings"), {"annotator_expertise": "crowd"})
     assert response.status_code == 403
     assert Evaluation.objects.get(pk=evaluation.pk).annotator_expertise == "skilled"
+
+
+def test_a_filter_that_keeps_no_item_says_so_instead_of_one_rater_and_bars_of_zero(
+    researcher_client, evaluation
+):
+    """Seen in a browser review: 'one rater: nothing to compare' for 0 raters, and every bar at 0.0%."""
+    page = researcher_client.get(
+        _url(evaluation, "agreement_report"), {"key": "app", "value": "NoSuchApp"}
+    ).content.decode()
+    assert "no human ratings: nothing to compare" in page and "one rater" not in page
+    assert "No ratings here with this filter." in page and "0.0%" not in page
