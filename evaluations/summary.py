@@ -21,10 +21,17 @@ class RubricRow:
     model_raters: int = 0
     parse_failed: int = 0
     needed: int = 0  # human ratings the overlap asks for: items x N
+    imported: int = 0  # of `human`: by people imported with their ratings, not annotators of this evaluation
+
+    @property
+    def by_annotators(self) -> int:
+        return self.human - self.imported
 
     @property
     def human_percent(self) -> int:
-        return min(100, round(100 * self.human / self.needed)) if self.needed else 0
+        """How far the annotators are toward N ratings per item: what their queues fill. Imported human
+        ratings (an earlier study) do not count, as the queues do not count them either."""
+        return min(100, round(100 * self.by_annotators / self.needed)) if self.needed else 0
 
 
 @dataclass
@@ -53,7 +60,9 @@ def summarise(evaluation: Evaluation) -> EvaluationSummary:
         .annotate(ratings=Count("id"), failed=Count("id", filter=Q(parse_failed=True)))
         .order_by()
     )
-    kinds = dict(Rater.objects.filter(project_id=evaluation.project_id).values_list("pk", "kind"))
+    raters = Rater.objects.filter(project_id=evaluation.project_id).values_list("pk", "kind", "user_id")
+    kinds = {pk: kind for pk, kind, _ in raters}
+    imported = {pk for pk, kind, user in raters if kind == Rater.Kind.HUMAN and user is None}
     total = 0
     for version_id, rater_id, ratings, failed in counts:
         total += ratings
@@ -63,6 +72,7 @@ def summarise(evaluation: Evaluation) -> EvaluationSummary:
         kind = kinds[rater_id]
         setattr(row, kind, getattr(row, kind) + ratings)
         setattr(row, f"{kind}_raters", getattr(row, f"{kind}_raters") + 1)
+        row.imported += ratings if rater_id in imported else 0
         row.parse_failed += failed
     return EvaluationSummary(
         items=items, ratings=total, rows=list(rows.values()), excluded=excluded, exclusion_reasons=reasons

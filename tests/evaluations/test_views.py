@@ -227,3 +227,19 @@ def test_oversized_import_is_refused_before_reading(researcher_client, evaluatio
     assert response.status_code == 400
     assert "the limit is 10." in response.content.decode()
     assert not Rating.objects.exists()
+
+
+def test_human_progress_counts_what_the_annotators_queues_fill_not_imported_ratings(
+    researcher_client, evaluation, project, annotator
+):
+    """Seen in a browser review: the demo's imported ratings showed 100% at overlap 2 while every annotator
+    was still given all twelve items (the queues count only this evaluation's own ratings)."""
+    version = evaluation.rubric_versions.get()
+    earlier = factories.make_rater(project, name="earlier study")  # imported: no user
+    anna = factories.make_rater(project, name="anna", user=annotator)
+    for item in evaluation.dataset.items.all():
+        factories.make_rating(evaluation, item, version, earlier, "3")
+    factories.make_rating(evaluation, evaluation.dataset.items.first(), version, anna, "4")
+    page = researcher_client.get(url("evaluation_detail", evaluation)).content.decode()
+    assert 'title="1 of 8 by this evaluation\'s annotators"' in page  # 4 items x overlap 2
+    assert "12%" in page and "4 imported ratings not counted" in page
