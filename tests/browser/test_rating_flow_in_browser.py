@@ -330,3 +330,37 @@ def test_key_hints_show_only_where_the_keys_work(chromium, live_server, annotato
         finally:
             context.close()
     assert shown == {"desktop": (True, True), "no-js": (False, False), "phone": (False, False)}
+
+
+def test_history_on_a_phone_keeps_each_rows_action_in_sight(chromium, live_server, annotator):
+    """Seen in a browser review at 390 px: the Revise / Reopen links sat off-screen in a table scrolled
+    sideways with nothing to say so; now each row is a card."""
+    from rating import services as rating_services
+
+    evaluation = make_study(annotator)
+    held = rating_services.next_assignment(evaluation=evaluation, user=annotator)
+    assert held is not None
+    rating_services.set_aside(
+        evaluation=evaluation,
+        item_id=held.item_id,
+        user=annotator,
+        reason="the dialog is cut off",
+        flag=False,
+    )
+    context = chromium.new_context(viewport=VIEWPORTS["phone"])
+    page = context.new_page()
+    try:
+        log_in(
+            page,
+            live_server,
+            "anna",
+            rate_url(live_server, evaluation, "history/").removeprefix(live_server.url),
+        )
+        reopen = page.locator("a.reopen").first
+        reopen.wait_for()
+        found, frame = reopen.bounding_box(), page.locator(".table-wrap").bounding_box()
+        assert found is not None and frame is not None
+        assert found["x"] + found["width"] <= frame["x"] + frame["width"]  # not cut off by the frame
+        page.screenshot(path=SHOTS.format("history-phone"), full_page=True)
+    finally:
+        context.close()
