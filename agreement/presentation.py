@@ -73,7 +73,7 @@ def metric_rows(figures: dict, ci: dict | None = None, kind: str = "") -> list[d
     why = figures.get("why") or {}
     rows = []
     for metric, value in figures.items():
-        if metric in SKIP or isinstance(value, dict | list):
+        if metric in SKIP or isinstance(value, dict | list | str):  # a pair's "a" and "b" are names
             continue
         interval = ci.get(metric)
         rows.append(
@@ -207,9 +207,29 @@ def report_csv(report: dict) -> str:
                 why = f"{swap['consistent']} of {swap['pairs']} verdicts the same with A and B swapped"
                 writer.writerow([*head, "position_consistency", rater["rater"], "", swap["pairs"], "share",
                                  "" if swap["share"] is None else swap["share"], "", "", why])  # fmt: skip
+            _write_verdict(writer, [*head, "verdict", rater["rater"]], rater.get("verdict"))
             _write_alt_test(writer, [*head, "alt_test", rater["rater"]], rater.get("alt_test"))
             _write_ppi(writer, [*head, "ppi", rater["rater"]], rater.get("ppi"))
     return out.getvalue()
+
+
+def _write_verdict(writer: Any, head: list, verdict: dict | None) -> None:
+    """The verdict (`other`: better, worse, comparable, inconclusive or undefined; `why`: its sentence): the
+    model's figure against each person, the people's with each other on the same items, the difference."""
+    if not verdict:
+        return
+    label, text = verdict.get("label", "undefined"), verdict.get("text", "")
+    if "metric" not in verdict:
+        writer.writerow([*head, label, "", "verdict", "", "", "", text])
+        return
+    for part, value, interval in (
+        ("model", verdict["model"], verdict.get("model_ci")),
+        ("people", verdict["humans"], verdict.get("humans_ci")),
+        ("difference", verdict["difference"], verdict.get("difference_ci")),
+    ):
+        low, high = interval or ["", ""]
+        metric = f"{verdict['metric']}_{part}"
+        writer.writerow([*head, label, verdict["items"], metric, value, low, high, text])
 
 
 def _write_alt_test(writer: Any, head: list, alt: dict | None) -> None:

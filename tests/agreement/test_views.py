@@ -11,6 +11,7 @@ from django.test import Client
 from django.urls import reverse
 
 from agreement.models import ReportCache
+from agreement.report import build_report
 from evaluations.models import Rating
 from tests.agreement.helpers import make_rated_evaluation
 
@@ -112,6 +113,17 @@ def test_csv_download_has_a_row_per_figure_and_quotes_formula_like_names(researc
     pair = next(r for r in rows if r["block"] == "pair" and r["metric"] == "percent_agreement")
     assert pair["rater"] == "'=cmd()" and float(pair["value"]) == 1.0
     assert any(r["block"] == "vs_majority" and r["rater"] == "judge" for r in rows)
+    # A browser review saw no verdict in the CSV, and a pair's rater names as rows of numbers.
+    assert not any(r["block"] == "pair" and r["metric"] in {"a", "b"} for r in rows)
+    verdict = {r["metric"]: r for r in rows if r["block"] == "verdict" and r["rater"] == "judge"}
+    report = build_report(evaluation=evaluation).as_json()["rubrics"][0]
+    expected = next(r for r in report["raters"] if r["rater"] == "judge")["verdict"]
+    assert verdict, rows
+    for row in verdict.values():
+        assert row["other"] == expected["label"] and row["why"] == expected["text"]
+    if "metric" in expected:
+        difference = verdict[f"{expected['metric']}_difference"]
+        assert float(difference["value"]) == pytest.approx(expected["difference"])
 
 
 def test_the_report_is_cached_until_a_rating_changes(
