@@ -37,7 +37,13 @@ def test_summary_puts_each_models_verdict_beside_the_peoples_agreement(researche
     for block in report["rubrics"]:
         verdict = block["raters"][0]["verdict"]
         assert f"{verdict['model']:.3f}" in summary and f"{verdict['humans']:.3f}" in summary
-        low, high = verdict["humans_ci"]
+        # The same figure on the same items as the rubric's own table: its interval, not a second one
+        # (a browser review saw 0.926 [0.500 – 0.986] in the summary and 0.440 – 0.982 in the table).
+        people = block["human_human"]
+        assert people["items"] == verdict["items"] and people[verdict["metric"]] == pytest.approx(
+            verdict["humans"]
+        )
+        low, high = people["ci"][verdict["metric"]]
         assert f"[{low:.3f} – {high:.3f}]" in summary
     assert "Cohen&#x27;s kappa, quadratic weights" in summary  # Warmth, likert
     assert "Cohen&#x27;s kappa, unweighted" in summary  # Preference, pairwise
@@ -83,3 +89,28 @@ def test_item_page_steps_to_the_previous_and_next_disagreement(researcher_client
         assert f'rel="{rel}" href="{href}?version={pairwise.pk}&amp;model=judge"' in page
     plain = researcher_client.get(item_url).content.decode()
     assert "disagreement-nav" not in plain
+
+
+def test_the_summary_shows_the_peoples_figure_with_the_interval_of_the_rubrics_table(
+    researcher_client, project
+):
+    """Three people who each rated some of the items and a judge who rated all: the verdict's interval of the
+    people's kappa comes from other resamples than the table's. A browser review saw 0.239 [-0.000 - 0.338] in
+    the summary and 0.239 with 0.018 - 0.337 in the rubric's table, for the same figure on the same items."""
+    import numpy as np
+
+    from tests.agreement.helpers import random_table
+
+    rng = np.random.default_rng(3)
+    table = random_table(rng, items=40, raters=["a", "b", "c"], labels=list("12345"), missing=0.35)
+    table["judge"] = random_table(rng, items=40, raters=["judge"], labels=list("12345"), missing=0.0)["judge"]
+    evaluation, _ = make_rated_evaluation(project, kind="likert", table=table, models=["judge"])
+    response = researcher_client.get(report_url(evaluation))
+    block = response.context["report"]["rubrics"][0]
+    verdict, people = block["raters"][0]["verdict"], block["human_human"]
+    assert verdict["items"] == people["items"] and verdict["humans"] == pytest.approx(people["cohen_kappa"])
+    assert verdict["humans_ci"] != people["ci"]["cohen_kappa"]  # two intervals of one figure
+    low, high = people["ci"]["cohen_kappa"]
+    page = response.content.decode()
+    summary = page[page.index('id="overview"') : page.index('id="rubric-1"')]
+    assert f"[{low:.3f} – {high:.3f}]" in summary
