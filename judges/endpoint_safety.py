@@ -93,19 +93,22 @@ def check_address(address: IPAddress, *, allow_private: bool | None = None) -> N
         allow_private = settings.CONCORD_JUDGE_ALLOW_PRIVATE
     target = embedded_ipv4(address)
     if target in METADATA_ADDRESSES or address in METADATA_ADDRESSES or target.is_link_local:
-        raise UnsafeEndpoint("the endpoint's address is link-local or a cloud metadata service: refused")
-    if target.is_unspecified or target.is_multicast or (target.is_reserved and not target.is_loopback):
-        raise UnsafeEndpoint("the endpoint's address is not a unicast address: refused")
-    if not target.is_global and not allow_private:
         raise UnsafeEndpoint(
-            f"the endpoint's address is on a loopback or private network: refused ({PRIVATE_HINT})"
+            "the endpoint's address is link-local (169.254.x.x, fe80::) or a cloud metadata service, where "
+            "a server finds its own credentials"
         )
+    if target.is_unspecified or target.is_multicast or (target.is_reserved and not target.is_loopback):
+        raise UnsafeEndpoint(
+            "the endpoint's address is not a unicast address (0.0.0.0, multicast or reserved)"
+        )
+    if not target.is_global and not allow_private:
+        raise UnsafeEndpoint(f"the endpoint's address is on a loopback or private network ({PRIVATE_HINT})")
 
 
 def check_host_name(host: str) -> None:
     name = host.rstrip(".").lower()
     if name in METADATA_HOSTS:
-        raise UnsafeEndpoint(f"{host} is a cloud metadata service: refused")
+        raise UnsafeEndpoint(f"{host} is a cloud metadata service, where a server finds its own credentials")
 
 
 # A host name is looked up in a thread of its own, so that no caller waits longer than its own time:

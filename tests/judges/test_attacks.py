@@ -487,6 +487,8 @@ def test_researcher_cannot_create_a_judge_on_a_metadata_or_malformed_endpoint(
     response = researcher_client.post(reverse("judge_create", args=[project.slug]), judge_form(base_url))
     assert response.status_code == 200 and not Judge.objects.exists()
     assert list(response.context["form"].errors) == ["base_url"]
+    (message,) = response.context["form"].errors["base_url"]
+    assert message.startswith("This base URL is refused: ") and message.count("refused") == 1  # said once
 
 
 def test_loopback_endpoints_are_refused_unless_the_operator_allows_private_ones(
