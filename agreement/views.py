@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import cast
 from urllib.parse import urlencode
 
@@ -184,7 +183,6 @@ def agreement_item(request: HttpRequest, slug: str, pk: int, item_pk: int) -> Ht
         "evaluation": evaluation,
         "item": item,
         "groups": groups,
-        "metadata": json.dumps(item.metadata, ensure_ascii=False, indent=1) if item.metadata else "",
         "nav": disagreement_nav(request, evaluation, item),
     }
     return render(request, "agreement/agreement_item.html", context)

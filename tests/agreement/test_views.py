@@ -154,6 +154,8 @@ def test_item_page_shows_every_rating_with_explanations_and_parse_failures(resea
     page = response.content.decode()
     assert "B is clearer." in page and "parse failure" in page
     assert page.count('class="rating ') == 3
+    # Metadata as the dataset's item page shows it (a browser review saw raw JSON here, a table there).
+    assert '<table class="metadata"><tbody><tr><th>topic</th><td>music</td></tr></tbody></table>' in page
 
 
 def test_item_of_another_dataset_is_not_found(researcher_client, evaluation, project):
