@@ -25,7 +25,7 @@ MAX_ID_CHARS = 200  # datasets.models.Item.external_id
 MAX_SPEAKER_CHARS = 100
 MAX_TEXT_CHARS = 100_000
 MAX_TURNS = 1_000
-MAX_METADATA_CHARS = 100_000  # bytes of JSON: about as much as a turn's text
+MAX_METADATA_BYTES = 100_000  # of JSON: about as much as a turn's text
 MAX_METADATA_KEY_CHARS = 200
 
 ROLE_SPEAKERS = {"user": "USER", "assistant": "BOT", "system": "SYSTEM"}
@@ -295,7 +295,7 @@ def _turn_text(raw: Any, where: str, problems: _Collector) -> str | None:
 
 def metadata_problem(metadata: dict) -> str:
     """Why an item's metadata cannot be stored as it is ("" when it can): a key too long or holding a NUL
-    character, or more than MAX_METADATA_CHARS of JSON in all (a page shows it whole)."""
+    character, or more than MAX_METADATA_BYTES of JSON in all (a page shows it whole)."""
     for key in metadata:
         if len(key) > MAX_METADATA_KEY_CHARS:
             limit = MAX_METADATA_KEY_CHARS
@@ -306,8 +306,8 @@ def metadata_problem(metadata: dict) -> str:
         text = orjson.dumps(metadata)
     except TypeError:  # an integer past 64 bits, which json keeps
         text = json.dumps(metadata).encode()
-    if len(text) > MAX_METADATA_CHARS:
-        return f"the metadata is {len(text):,} bytes of JSON; at most {MAX_METADATA_CHARS:,} are allowed"
+    if len(text) > MAX_METADATA_BYTES:
+        return f"the metadata is {len(text):,} bytes of JSON; at most {MAX_METADATA_BYTES:,} are allowed"
     if b"\\u0000" in text:
         return "a metadata value contains a NUL character"
     return ""
