@@ -164,7 +164,11 @@ def _json_error(error: json.JSONDecodeError, text: str, number: int) -> RecordEr
         )
     if text.lstrip().startswith("[") and error.msg.startswith("Extra data"):
         return RecordError("this line holds more than one JSON value; put one item per line", line=number)
-    return RecordError(f"malformed JSON: {error.msg} (column {error.colno})", line=number)
+    line_text = text.rstrip("\r\n")
+    if error.pos >= len(line_text):  # json counts the line's end as column 1 of the next line
+        where = f"at the end of the line, column {len(line_text) + 1}: is a bracket or brace not closed?"
+        return RecordError(f"malformed JSON: {error.msg} {where}", line=number)
+    return RecordError(f"malformed JSON: {error.msg} (column {error.pos + 1})", line=number)
 
 
 def _read_json_array(lines: _LineCounter) -> Iterator[Entry]:

@@ -181,7 +181,18 @@ def test_malformed_json_names_line_and_column(project, tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text(json.dumps(dialog(0)) + '\n{"id": 1,, "turns": []}\n')
     error = refused(project, path).errors[0]
-    assert error.line == 2 and "malformed JSON" in error.message and "column" in error.message
+    assert error.line == 2 and "malformed JSON" in error.message and "(column 10)" in error.message
+
+
+def test_a_line_whose_brackets_are_not_closed_is_named_at_its_end_not_column_one(project, tmp_path):
+    """Seen in a browser review: the error said column 1 where the line simply ended too soon."""
+    path = tmp_path / "open.jsonl"
+    path.write_text(json.dumps(dialog(0)) + '\n{"id": "x2", "turns": [ {"speaker": "USER", "text": "oops"}\n')
+    error = refused(project, path).errors[0]
+    assert (
+        error.line == 2
+        and "at the end of the line, column 60: is a bracket or brace not closed?" in error.message
+    )
 
 
 def test_crlf_line_ends_are_fine(project, tmp_path):
