@@ -149,7 +149,7 @@ def _refused(
         errors=errors,
         stage=stage or request.POST.get("stage") or pages.REST,
     )
-    context.update(extra)
+    context.update(unsaved=True, **extra)  # what was typed came back unsaved: the page asks before it is left
     if not request.htmx:
         return render(request, RATE_TEMPLATE, context, status=status)
     response = render(request, f"{RATE_TEMPLATE}#{FORMS_REGION}", context, status=status)
@@ -297,6 +297,7 @@ def rate_undo(request: SignedInHtmxRequest, slug: str, pk: int, item_id: int) ->
         f"Undone: your answers to {assignment.item.external_id} are back in the form; submit to save them."
     )
     context = pages.rating_context(evaluation=evaluation, assignment=assignment, typed=typed, notice=notice)
+    context["unsaved"] = True  # the page asks before it is left with them
     response = render(request, RATE_TEMPLATE + ("#panel" if request.htmx else ""), context)
     return push_url(response, reverse("rate_item", args=[slug, pk, item_id])) if request.htmx else response
 

@@ -99,7 +99,8 @@
   function pick(form, fieldset, key) {
     var input = fieldset.querySelector('input[type=radio][data-key="' + key + '"]');
     if (!input) { return false; }
-    input.checked = true;
+    input.checked = true;  // set here, no change event: the form is marked as holding unsaved answers
+    form.dataset.dirty = "1";
     showChoice(fieldset);
     var explanation = fieldset.querySelector("textarea");
     if (explanation && explanation.required && !explanation.value.trim()) {
@@ -173,6 +174,27 @@
     takeOver(form);
     form.requestSubmit();
   }
+
+  // Answers not saved yet (picked or typed, or brought back by an undo or a refusal) are not lost by leaving
+  // the page unawares: the browser asks first. Any request from the rating panel (submit, skip, undo) is
+  // the person's own choice of what happens to them.
+  function unsaved(form) { return form && (form.dataset.dirty === "1" || form.dataset.unsaved === "1"); }
+  document.addEventListener("change", function (event) {
+    var form = ratingForm();
+    if (form && form.contains(event.target)) { form.dataset.dirty = "1"; }
+  });
+  document.addEventListener("input", function (event) {
+    var form = ratingForm();
+    if (form && form.contains(event.target)) { form.dataset.dirty = "1"; }
+  });
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var form = ratingForm();
+    var panel = document.getElementById("rating-panel");
+    if (form && panel && panel.contains(event.detail.elt)) { form.dataset.dirty = ""; form.dataset.unsaved = ""; }
+  });
+  window.addEventListener("beforeunload", function (event) {
+    if (unsaved(ratingForm())) { event.preventDefault(); event.returnValue = ""; }
+  });
 
   // Refusals (bad input, reservation taken, stale CSRF token) come back as 400/403/409 with the
   // forms alone, retargeted at #rating-forms: swap them in, keeping the dialog and the header.

@@ -364,3 +364,32 @@ def test_history_on_a_phone_keeps_each_rows_action_in_sight(chromium, live_serve
         page.screenshot(path=SHOTS.format("history-phone"), full_page=True)
     finally:
         context.close()
+
+
+def test_leaving_a_form_with_unsaved_answers_asks_first(chromium, live_server, annotator):
+    """Seen in a browser review: answers brought back by an undo were lost, without a word, by following
+    a link before submitting them again. The same holds for answers picked but not yet submitted."""
+    evaluation = make_study(annotator)
+    context = chromium.new_context(viewport=VIEWPORTS["desktop"])
+    page = context.new_page()
+    asked: list[str] = []
+
+    def stay(dialog):
+        asked.append(dialog.type)
+        dialog.dismiss()
+
+    page.on("dialog", stay)
+    try:
+        log_in(page, live_server, "anna", rate_url(live_server, evaluation).removeprefix(live_server.url))
+        page.locator("#rating-form").wait_for()
+        item = page.get_attribute("#rating-panel", "data-item")
+        page.click("a:text-is('History')")  # nothing picked yet: it just goes
+        page.wait_for_url("**/rate/history/")
+        page.go_back()
+        page.locator("#rating-form").wait_for()
+        page.keyboard.press("a")  # an answer picked, not submitted
+        page.click("a:text-is('History')")
+        page.wait_for_timeout(500)
+        assert asked == ["beforeunload"] and page.get_attribute("#rating-panel", "data-item") == item
+    finally:
+        context.close()
