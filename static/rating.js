@@ -179,14 +179,12 @@
   // the page unawares: the browser asks first. Any request from the rating panel (submit, skip, undo) is
   // the person's own choice of what happens to them.
   function unsaved(form) { return form && (form.dataset.dirty === "1" || form.dataset.unsaved === "1"); }
-  document.addEventListener("change", function (event) {
+  function markDirty(event) {
     var form = ratingForm();
     if (form && form.contains(event.target)) { form.dataset.dirty = "1"; }
-  });
-  document.addEventListener("input", function (event) {
-    var form = ratingForm();
-    if (form && form.contains(event.target)) { form.dataset.dirty = "1"; }
-  });
+  }
+  document.addEventListener("change", markDirty);
+  document.addEventListener("input", markDirty);
   document.addEventListener("htmx:beforeRequest", function (event) {
     var form = ratingForm();
     var panel = document.getElementById("rating-panel");
