@@ -130,12 +130,7 @@ def start_upload_job(job: UploadJob) -> None:
 
 def _send_import(job_id: int) -> None:
     """Hand the job to a worker; when the broker refuses, the job fails saying so (and its file goes)."""
-    from .tasks import import_upload
-
-    try:
-        import_upload.delay(job_id)
-    except KombuOperationalError as error:
-        logger.warning("upload job %s: the broker refused its import (%s)", job_id, error)
+    if not queue_again([job_id]):
         refuse_job(UploadJob.objects.get(pk=job_id), FileRefused(QUEUE_REFUSED))
 
 
@@ -148,16 +143,17 @@ def stalled_jobs(jobs: QuerySet[UploadJob], *, stale_seconds: int) -> QuerySet[U
 
 
 def queue_again(job_ids: list[int]) -> list[int]:
-    """Send these jobs' imports once more; returns those the broker took. A second message for a job is
-    harmless: only one claims it (`claim_upload_job`), the other watches it until it is done."""
+    """Send these jobs' imports (once more, for a stalled job); returns those the broker took. A second
+    message for a job is harmless: only one claims it (`claim_upload_job`), the other watches it until
+    it is done."""
     from .tasks import import_upload
 
     sent = []
     for job_id in job_ids:
         try:
             import_upload.delay(job_id)
-        except KombuOperationalError as error:  # the job keeps waiting: a later try may find the queue back
-            logger.warning("upload job %s: the broker refused its import again (%s)", job_id, error)
+        except KombuOperationalError as error:  # the caller says what becomes of the job
+            logger.warning("upload job %s: the broker refused its import (%s)", job_id, error)
             break
         sent.append(job_id)
     return sent

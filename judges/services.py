@@ -371,13 +371,21 @@ def queue_refused(runs: list[JudgeRun]) -> bool:
     return JudgeRun.objects.filter(pk__in=[run.pk for run in runs], error=QUEUE_REFUSED).exists()
 
 
-def _send_first_task(run_id: int, queued_at: datetime | None, send: Callable[[], None]) -> None:
-    """Send the task that starts a run. When the broker refuses it the run fails saying so, instead of
-    saying running while nothing works on it (and the launch or resume that asked is not an error page)."""
+def _published(run_id: int, what: str, send: Callable[[], None]) -> bool:
+    """Send a run's task (`send`); False, logged, when the broker cannot be reached. The one place that
+    catches the broker's refusal for the judges: each caller says what happens to the run then."""
     try:
         send()
     except KombuOperationalError as error:
-        logger.warning("judge run %s: the broker refused the task that starts it (%s)", run_id, error)
+        logger.warning("judge run %s: the broker refused %s (%s)", run_id, what, error)
+        return False
+    return True
+
+
+def _send_first_task(run_id: int, queued_at: datetime | None, send: Callable[[], None]) -> None:
+    """Send the task that starts a run. When the broker refuses it the run fails saying so, instead of
+    saying running while nothing works on it (and the launch or resume that asked is not an error page)."""
+    if not _published(run_id, "the task that starts it", send):
         JudgeRun.objects.filter(pk=run_id, queued_at=queued_at, status=JudgeRun.Status.RUNNING).update(
             status=JudgeRun.Status.FAILED, finished=timezone.now(), error=QUEUE_REFUSED
         )
@@ -465,10 +473,9 @@ def send_lanes(ctx: LaneContext, lanes: list[int]) -> list[int]:
     on meanwhile and sends them again a little later, so a broker back within the run brings it back to
     its full concurrency instead of finishing it one call at a time."""
     for index, lane in enumerate(lanes):
-        try:
-            enqueue_lanes(ctx.run_id, [lane], ctx.queue_stamp)
-        except KombuOperationalError as error:
-            logger.warning("judge run %s: the broker refused lanes %s (%s)", ctx.run_id, lanes[index:], error)
+        if not _published(
+            ctx.run_id, f"lane {lane}", partial(enqueue_lanes, ctx.run_id, [lane], ctx.queue_stamp)
+        ):
             return lanes[index:]
     return []
 
@@ -540,16 +547,11 @@ def poll_orphaned_batches(runs: QuerySet[JudgeRun], *, stale_seconds: float) -> 
             )
             if not taken:  # another worker's recovery was first
                 continue
-            transaction.on_commit(partial(_send_orphan_poll, run_id, str(poller)))
+            # Refused, it is tried again once this chain too looks dead.
+            send = partial(batches.send_poll, run_id, str(poller))
+            transaction.on_commit(partial(_published, run_id, "the poll for its open batches", send))
         polled.append(run_id)
     return polled
-
-
-def _send_orphan_poll(run_id: int, poller: str) -> None:
-    try:
-        batches.send_poll(run_id, poller)
-    except KombuOperationalError as error:  # tried again once this chain too looks dead
-        logger.warning("judge run %s: the broker refused the poll for its open batches (%s)", run_id, error)
 
 
 def delete_or_archive_judge(*, judge: Judge) -> bool:
@@ -579,12 +581,8 @@ def cancel_run(*, run: JudgeRun) -> bool:
 def _send_cancelling_poll(run_id: int, poller: str, previous: uuid.UUID | None) -> None:
     """Send the poll that cancels a run's batches now. When the broker refuses it, the chain it replaced
     becomes the run's again, so that its next poll, already queued, cancels them instead of ending."""
-    try:
-        batches.send_poll(run_id, poller)
-    except KombuOperationalError as error:
-        logger.warning(
-            "judge run %s: the broker refused the poll that cancels its batches (%s)", run_id, error
-        )
+    send = partial(batches.send_poll, run_id, poller)
+    if not _published(run_id, "the poll that cancels its batches", send):
         JudgeRun.objects.filter(pk=run_id, batch_poller=poller).update(batch_poller=previous)
 
 
