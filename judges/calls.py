@@ -38,7 +38,7 @@ from .endpoints import build_request, family_of
 from .finishing import finish_call, finish_later, store_gathered_now
 from .models import CachedReply, JudgeCall, JudgeRun
 from .parameters import RunParameters
-from .parsing import Parsed, format_score, logprob_score, parse_reply
+from .parsing import Parsed, format_score, geval_score, parse_reply
 from .ratelimit import RateLimiter
 
 BACKOFF_BASE_SECONDS = 0.25
@@ -462,18 +462,18 @@ def read_reply(reply: client.Reply, *, version: RubricVersion, swapped: bool, wa
 
 
 def _with_logprob_score(reading: Reading, reply: client.Reply, values: list[str]) -> Reading:
+    """G-Eval: the score is the expectation at the reply's score position (`parsing.geval_score`), whatever
+    the written value says; a score position without a scale value among its alternatives is a parse
+    failure, never a score read from a later token."""
     if not reply.logprobs:
         details = {**reading.details, "logprobs": "the endpoint returned no logprobs"}
         return replace(reading, logprobs_missing=True, details=details)
-    for token, alternatives in reply.logprobs:
-        if token.strip() in values:
-            result = logprob_score([(alt, logprob) for alt, logprob in alternatives], values)
-            if result is not None:
-                score, argmax = result
-                details = {**reading.details, "score": score, "argmax": argmax}
-                return replace(reading, value=format_score(score), parse_failed=False, details=details)
-    details = {**reading.details, "logprobs": "no scale value among the reply's top logprobs"}
-    return replace(reading, logprobs_missing=True, details=details)
+    scored = geval_score(reply.content or "", reply.logprobs, values)
+    if scored.score is None:
+        details = {**reading.details, "parse_error": scored.error}
+        return replace(reading, value="", parse_failed=True, details=details)
+    details = {**reading.details, "score": scored.score, "argmax": scored.argmax, "position": scored.position}
+    return replace(reading, value=format_score(scored.score), parse_failed=False, details=details)
 
 
 def process_call(ctx: LaneContext, claim: Claim) -> Outcome:

@@ -55,7 +55,7 @@ ENVIRONMENT_HEADERS = {"openai-organization", "openai-project"}
 # ordinary words in replies.
 MIN_SECRET_LENGTH = 8
 KEY_SHAPE_RE = re.compile(r"\b(?:sk|key|api[-_]?key)[-_][A-Za-z0-9*_\-.]{3,}", re.I)
-LOGPROB_TOKENS_KEPT = 8
+LOGPROB_TOKENS_KEPT = 16
 # What a URL path segment may hold unescaped (RFC 3986 pchar), as the openai client quotes a deployment.
 PATH_SAFE = "!$&'()*+,;=:@"
 # A chat completion's answer is kilobytes (logprobs included); more than this is not read.

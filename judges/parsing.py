@@ -28,8 +28,10 @@ VALUE_KEYS = (
 EXPLANATION_KEYS = ("explanation", "reason", "reasoning", "rationale", "justification", "analysis")
 PAIRWISE_ALIASES = {"A": "A", "B": "B", "SAME": "SAME", "TIE": "SAME", "C": "SAME", "EQUAL": "SAME"}
 FENCE_RE = re.compile(r"```(?:json|JSON)?\s*(.*?)(?:```|$)", re.S)
+# A leading label before a score: "Score:", "**Rating (1-5):**", "Final score =", "Evaluation Form -".
+LABEL = r"(?:final\s+)?(?:score|rating|answer|evaluation(?:\s+form)?)\s*(?:\([^)]*\))?\s*[:=\-]?\s*"
 NUMBER_RE = re.compile(
-    r"^[\s*#>\"'`_]*(?:(?:final\s+)?(?:score|rating|answer|evaluation(?:\s+form)?)\s*(?:\([^)]*\))?\s*[:=\-]?\s*)?"
+    rf"^[\s*#>\"'`_]*(?:{LABEL})?"
     r"[*\s\"'`_]*(?P<value>\d+(?:\.\d+)?)(?![\d.]\d)(?P<rest>.*)$",
     re.I | re.S,
 )
@@ -165,16 +167,19 @@ def _parse_pairwise_text(text: str) -> Parsed:
     return Parsed(None, error="no pairwise choice (A, SAME or B) found in the reply")
 
 
-def logprob_score(top_logprobs: list[tuple[str, float]], scale_values: list[str]) -> tuple[float, str] | None:
+def logprob_score(
+    top_logprobs: list[tuple[str, float]], scale_values: list[str], *, lead: str = ""
+) -> tuple[float, str] | None:
     """G-Eval: the probability-weighted mean over the scale's values among one token's top_logprobs.
 
-    Tokens that are not scale values are ignored and the rest renormalised; returns (score, argmax value),
-    or None when no alternative is a scale value.
+    An alternative counts as the scale value it spells (`token_value`, after `lead`, the part of the
+    position's token before the score, and any formatting); the others are ignored and the rest
+    renormalised. Returns (score, argmax value), or None when no alternative is a scale value.
     """
     mass: dict[str, float] = {}
     for token, logprob in top_logprobs:
-        value = token.strip()
-        if value in scale_values:
+        value = token_value(token, scale_values, lead=lead)
+        if value is not None:
             mass[value] = mass.get(value, 0.0) + math.exp(logprob)
     total = sum(mass.values())
     if total <= 0:
@@ -190,3 +195,99 @@ def format_score(score: float) -> str:
     if rounded == int(rounded):
         return str(int(rounded))
     return f"{rounded:.4f}".rstrip("0").rstrip(".")
+
+
+# -- where a G-Eval score is read -----------------------------------------------------------------
+# Characters that only format a reply: whitespace, markdown emphasis and headings, quotes, a quote marker.
+FORMATTING = " \t\r\n*#_`\"'>"
+LEADING_LABEL_RE = re.compile(rf"[{re.escape(FORMATTING)}]*{LABEL}", re.I)
+JSON_START_RE = re.compile(r"\s*(?:```(?:json|JSON)?\s*)?\{")
+
+
+@dataclass(frozen=True)
+class GEval:
+    """A G-Eval score read from a reply's logprobs, or why none can be (`error`)."""
+
+    score: float | None = None
+    argmax: str = ""
+    position: int = -1  # the index of the score's token among the reply's tokens
+    error: str = ""
+
+
+def token_value(token: str, scale_values: list[str], *, lead: str = "") -> str | None:
+    """The scale value a token spells: "4", " 4", "**4", '"4', "4." and "4," are 4; "45", "4.5" and "4th"
+    are not. `lead` (what the sampled token held before the score, e.g. ' "') is taken off first."""
+    if lead and token.startswith(lead):
+        token = token[len(lead) :]
+    text = token.lstrip(FORMATTING)
+    for value in sorted(scale_values, key=len, reverse=True):
+        if not text.startswith(value):
+            continue
+        after = text[len(value) : len(value) + 2]
+        if not after or not (after[0].isalnum() or (after[0] in ".," and after[1:].isdigit())):
+            return value
+    return None
+
+
+def score_offset(content: str) -> int | str:
+    """Where a reply's score starts (a character offset), or why it has no place for one.
+
+    Plain text: the first character that is not formatting (`FORMATTING`), after one leading label
+    ("Score:", "Rating (1-5):"; the only prefix allowed, so "(1-5)" is never read as the score). A JSON
+    reply (also in a ``` fence): the first character of the score key's value, inside its quotes."""
+    if JSON_START_RE.match(content):
+        for key in VALUE_KEYS:
+            match = re.search(rf'"{key}"\s*:\s*"?', content, re.I)
+            if match:
+                return match.end()
+        return f"the JSON reply has none of the keys {', '.join(VALUE_KEYS[:3])}"
+    label = LEADING_LABEL_RE.match(content)
+    start = label.end() if label else 0
+    offset = len(content) - len(content[start:].lstrip(FORMATTING))
+    if offset >= len(content):
+        return "the reply holds no score"
+    return offset
+
+
+def geval_score(content: str, logprobs: list, scale_values: list[str]) -> GEval:
+    """The expectation over the scale values among the top logprobs of the token where the reply's score
+    stands (`score_offset`), renormalised over those values; whatever token was sampled there. Never a
+    later token for being a digit: a score position whose alternatives hold no scale value gives no score."""
+    offset = score_offset(content)
+    if isinstance(offset, str):
+        return GEval(error=f"G-Eval: {offset}")
+    start = 0
+    for index, (token, alternatives) in enumerate(logprobs):
+        end = start + len(token)
+        if content[start:end] != token:
+            return GEval(error="G-Eval: the logprobs' tokens do not spell the reply (score token unknown)")
+        if end > offset:
+            lead, rest = content[start:offset], content[offset:]
+            return _scored_at(index, token, lead, rest, alternatives, scale_values)
+        start = end
+    return GEval(
+        error=f"G-Eval: the score (character {offset + 1}) lies past the {len(logprobs)} tokens whose "
+        "logprobs were kept"
+    )
+
+
+def _scored_at(
+    index: int, token: str, lead: str, rest: str, alternatives: list, scale_values: list[str]
+) -> GEval:
+    """The score at token `index` (`token`, of which `lead` comes before the score and `rest` is the reply
+    from the score on)."""
+    where = f"token {index + 1} ({token!r})"
+    if any(math.isnan(logprob) or logprob > 1e-6 for _, logprob in alternatives):
+        return GEval(error=f"G-Eval: the endpoint's top logprobs at {where} are not log probabilities")
+    written, spelled = token_value(rest, scale_values), token_value(token, scale_values, lead=lead)
+    if spelled is not None and written != spelled:
+        # e.g. "10" written as "1" then "0": an alternative "1" may be the start of 10 as well as 1
+        return GEval(error=f"G-Eval: the scale value {written} is split over several tokens at {where}")
+    result = logprob_score([(alt, logprob) for alt, logprob in alternatives], scale_values, lead=lead)
+    if result is None:
+        return GEval(
+            error=f"G-Eval: no scale value ({', '.join(scale_values)}) among the top logprobs at the "
+            f"score's {where}",
+            position=index,
+        )
+    return GEval(score=result[0], argmax=result[1], position=index)
