@@ -19,7 +19,7 @@ CHANGES: dict[str, dict] = {
     "max_completion_tokens": {"token_limit": "max_tokens"},
     "temperature": {"temperature": False},
     "seed": {"seed": False},
-    "response_format": {"json_schema": False},
+    "response_format": {"json_schema": False, "json_object_schema": False},
     "n": {"n": False},
     "reasoning_effort": {"reasoning": False},
 }
@@ -35,23 +35,29 @@ CHANGE_WORDS = {
     "temperature": "temperature is no longer sent (the endpoint's default applies)",
     "seed": "seed is no longer sent",
     "json_schema": "structured output is replaced by a format instruction in the prompt",
+    "json_object_schema": "",  # said with json_schema
     "n": "one reply per request",
     "reasoning": "reasoning_effort is no longer sent",
 }
 
 
 def refused_parameter(error: EndpointError) -> str | None:
-    """The request parameter a 400 refused as unsupported, or None for any other error."""
-    if error.status != 400:
+    """The request parameter an error refused as unsupported or invalid (a 400 or 422, or a 5xx whose body
+    names it: `client.status_error`), or None for any other error."""
+    if error.param and error.code in UNSUPPORTED_CODES:
+        return error.param
+    if error.status not in (400, 422):
         return None
-    if error.param and (error.code in UNSUPPORTED_CODES or error.code is None):
+    if error.param and error.code in (None, "invalid_value"):
         return error.param
     match = MESSAGE_RE.search(error.message)
     return match.group(1) if match else None
 
 
 def describe(change: dict) -> str:
-    return "; ".join(CHANGE_WORDS[name].format(value=value) for name, value in change.items())
+    return "; ".join(
+        CHANGE_WORDS[name].format(value=value) for name, value in change.items() if CHANGE_WORDS[name]
+    )
 
 
 def merged(adaptations: list[dict]) -> dict:
@@ -93,3 +99,23 @@ def scoring_refused_message(parameter: str) -> str:
         f"the endpoint refuses {parameter}, which this run's logprob scoring needs: turn logprob scoring "
         "off on the judge (its score becomes the model's written answer) and launch a new run"
     )
+
+
+def note_overload(*, run_id: int, cap: int, seconds: float, error: EndpointError) -> None:
+    """Say on the run that the endpoint was overloaded and how many requests at once it gets meanwhile
+    (the latest cap, in one entry: it changes no request, so `merged` reads nothing from it)."""
+    with transaction.atomic():
+        run = JudgeRun.objects.select_for_update().only("adaptations").get(pk=run_id)
+        kept = [a for a in run.adaptations if a["parameter"] != "concurrency"]
+        run.adaptations = [
+            *kept,
+            {
+                "parameter": "concurrency",
+                "change": {},
+                "reason": error.message[:300],
+                "what": f"the endpoint was overloaded: at most {cap} request(s) at once from a worker for "
+                f"{seconds:g} s after each such answer (the call it turned away is sent again)",
+                "at": timezone.now().isoformat(timespec="seconds"),
+            },
+        ]
+        run.save(update_fields=["adaptations"])

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db.models import Max, Min
@@ -51,6 +52,18 @@ STATUS_CHECK_SECONDS = 0.5
 MAX_WAITING_CALLS = 4
 FLIP = {"A": "B", "B": "A", "SAME": "SAME"}
 MAX_ADAPTATIONS_PER_CALL = 4
+# A run whose first requests all fail to connect stops (nothing answered yet): after this many in a row,
+# or after this long since the first of them.
+CONNECT_FAILURES_TO_STOP = 20
+CONNECT_FAILURE_SECONDS = 60.0
+# The same server error this many times in a row for one kind of request will come again: no more retries.
+SAME_SERVER_ERRORS_TO_STOP = 3
+# An overloaded endpoint (429, 503, llama.cpp's full KV cache) gets half the requests at once for this long;
+# a call it turned away is sent again without using up one of its attempts, this many times at most.
+OVERLOAD_SECONDS = 30.0
+MAX_FREE_OVERLOADS = 6
+# Behind a proxy that retries by itself (LiteLLM), Concord sends a call at most this many times.
+PROXY_MAX_ATTEMPTS = 2
 
 
 class RunStopped(Exception):
@@ -295,25 +308,151 @@ def ask(
     adapts the run and the request is built and sent again at once; a transient error is raised for
     `process_call` to retry later, without holding the lane."""
     request = build()
+    health = health_of(ctx.run_id)
     while True:
         if ctx.stopped():
             raise RunStopped()
         ctx.limiter.acquire(tokens=estimated_tokens(request), should_stop=ctx.stopped)
         claim.attempts += 1
         try:
-            reply = client.chat(
-                base_url=ctx.params.base_url,
-                api_key=ctx.credential.api_key,
-                timeout=ctx.params.request_timeout,
-                request=request,
-                azure=ctx.azure,
-            )
+            with health.sending(ctx.stopped):
+                reply = client.chat(
+                    base_url=ctx.params.base_url,
+                    api_key=ctx.credential.api_key,
+                    timeout=ctx.params.request_timeout,
+                    request=request,
+                    azure=ctx.azure,
+                )
+            health.answer(request_shape(request))
             return reply, request
         except client.PermanentError as error:
+            health.answer()
             if claim.attempts < MAX_ADAPTATIONS_PER_CALL and ctx.adapt(error):
                 request = build()
                 continue
             raise
+        except client.TransientError as error:
+            raise judged(ctx, health, request, error) from None
+
+
+def judged(
+    ctx: LaneContext, health: RunHealth, request: dict[str, Any], error: client.TransientError
+) -> Exception:
+    """What a transient error means for the run: a run whose first requests all fail to connect stops
+    (PermanentError); the same server error for this kind of request SAME_SERVER_ERRORS_TO_STOP times in a
+    row stops retrying (PermanentError); an overloaded endpoint gets fewer requests at once here."""
+    if error.status is None:
+        if error.message == client.COULD_NOT_CONNECT and health.connect_failed():
+            parts = urlsplit(ctx.params.base_url)
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+            return client.PermanentError(
+                f"could not connect to {parts.hostname}:{port}: none of the run's first requests reached the "
+                "endpoint; check that it is running and the judge's base URL, then resume the run"
+            )
+        return error
+    health.answer()
+    if error.overloaded:
+        retries = _retries.get(ctx.run_id)
+        cap = health.overloaded(retries.lanes if retries is not None else 1)
+        if cap is not None:
+            adapting.note_overload(run_id=ctx.run_id, cap=cap, seconds=OVERLOAD_SECONDS, error=error)
+        return error
+    if (
+        error.status >= 500
+        and health.server_error(request_shape(request), error.message) >= SAME_SERVER_ERRORS_TO_STOP
+    ):
+        return client.PermanentError(
+            f"the endpoint gave the same answer {SAME_SERVER_ERRORS_TO_STOP} times in a row to this kind of "
+            f"request, so sending it again cannot help: {error.message}",
+            status=error.status,
+        )
+    return error
+
+
+class RunHealth:
+    """What this process's lanes of one run have seen of its endpoint: whether it ever answered (a run
+    whose first requests all fail to connect stops), server errors repeated for one kind of request, and
+    whether it is overloaded (then at most `allowed` requests at once here until `calm_at`)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.answered = False
+        self.connect_failures = 0
+        self.first_failure_at: float | None = None
+        self.repeats: dict[str, tuple[str, int]] = {}  # request shape -> (error message, times in a row)
+        self.in_flight = 0
+        self.allowed: int | None = None
+        self.calm_at = 0.0
+
+    def answer(self, shape: str | None = None) -> None:
+        """The endpoint answered (with a reply, or for `shape` None an HTTP error)."""
+        with self.lock:
+            self.answered = True
+            if shape is not None:
+                self.repeats.pop(shape, None)
+
+    def connect_failed(self) -> bool:
+        """Count a failure to connect; True when the run should stop (nothing ever answered)."""
+        with self.lock:
+            if self.answered:
+                return False
+            now = time.monotonic()
+            self.first_failure_at = self.first_failure_at or now
+            self.connect_failures += 1
+            return (
+                self.connect_failures >= CONNECT_FAILURES_TO_STOP
+                or now - self.first_failure_at >= CONNECT_FAILURE_SECONDS
+            )
+
+    def server_error(self, shape: str, message: str) -> int:
+        """How many times in a row this kind of request got this same server error."""
+        with self.lock:
+            last, count = self.repeats.get(shape, ("", 0))
+            count = count + 1 if last == message else 1
+            self.repeats[shape] = (message, count)
+            return count
+
+    def overloaded(self, lanes: int) -> int | None:
+        """Halve the requests at once here (from the lanes working, or the current cap) for OVERLOAD_SECONDS;
+        returns the new cap when it changed."""
+        with self.lock:
+            before = self.allowed if self.allowed is not None else max(lanes, self.in_flight, 1)
+            self.allowed = max(1, before // 2)
+            self.calm_at = time.monotonic() + OVERLOAD_SECONDS
+            return self.allowed if self.allowed < before else None
+
+    @contextmanager
+    def sending(self, should_stop: Callable[[], bool]) -> Iterator[None]:
+        """One request in flight, waiting first while the cap of an overloaded endpoint is reached."""
+        while True:
+            with self.lock:
+                if self.allowed is not None and time.monotonic() >= self.calm_at:
+                    self.allowed = None
+                if self.allowed is None or self.in_flight < self.allowed:
+                    self.in_flight += 1
+                    break
+            if should_stop():
+                raise RunStopped()
+            time.sleep(0.05)
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+
+
+_health: dict[int, RunHealth] = {}
+
+
+def health_of(run_id: int) -> RunHealth:
+    with _retries_lock:
+        return _health.setdefault(run_id, RunHealth())
+
+
+def request_shape(request: dict[str, Any]) -> str:
+    """The parameters a request sends (not its prompt): requests of one shape meet the same refusals."""
+    kind = (request.get("response_format") or {}).get("type", "")
+    return ",".join(sorted(name for name in request if name not in ("messages", "seed"))) + f":{kind}"
 
 
 class Retries:
@@ -387,6 +526,7 @@ def run_retries(run_id: int) -> Iterator[Retries]:
             last = retries.lanes == 0
             if last:
                 del _retries[run_id]
+                _health.pop(run_id, None)
         if last:
             retries.release()
 
@@ -511,6 +651,14 @@ def process_call(ctx: LaneContext, claim: Claim) -> Outcome:
             check_usable(reply, request=request, want_logprobs=version_wants_logprobs(ctx))
         except RunStopped:
             return Outcome.STOPPED
+        except client.PromptTooLong as error:
+            # This prompt alone does not fit: its call fails, the run goes on with the others.
+            failed = {"status": JudgeCall.Status.FAILED, "error": too_long_message(call, error)}
+            details = {"too_long": {"prompt_tokens": error.prompt_tokens, "context": error.context}}
+            finish_call(
+                ctx, call, token, {**failed, "details": details, "attempts": call.attempts + claim.attempts}
+            )
+            return Outcome.FAILED
         except client.PermanentError as error:
             failed = {"status": JudgeCall.Status.FAILED, "error": error.message}
             finish_call(ctx, call, token, {**failed, "attempts": call.attempts + claim.attempts})
@@ -518,7 +666,12 @@ def process_call(ctx: LaneContext, claim: Claim) -> Outcome:
             ctx.mark_stopped()
             return Outcome.FAILED
         except client.TransientError as error:
-            if claim.attempts < settings.LLM_MAX_ATTEMPTS:
+            if error.overloaded and error.status != 429 and claim.overloads < MAX_FREE_OVERLOADS:
+                # fewer requests at once get it through: not an attempt used up (a 429 still is: it may
+                # be a quota that no waiting restores)
+                claim.overloads += 1
+            limit = PROXY_MAX_ATTEMPTS if error.proxy_retried else settings.LLM_MAX_ATTEMPTS
+            if claim.attempts - claim.overloads < limit:
                 claim.not_before = time.monotonic() + backoff_seconds(claim.attempts, error.retry_after)
                 return Outcome.WAITING
             message = f"gave up after {claim.attempts} attempts: {error.message}"
@@ -533,6 +686,15 @@ def process_call(ctx: LaneContext, claim: Claim) -> Outcome:
         ctx, call, reply, want_logprobs="logprobs" in request, cached=cached, attempts=claim.attempts
     )
     return finish_soon(ctx, call, token, fields)
+
+
+def too_long_message(call: JudgeCall, error: client.PromptTooLong) -> str:
+    tokens = f"{error.prompt_tokens} prompt tokens" if error.prompt_tokens else "its prompt"
+    context = f"the server's context of {error.context} tokens" if error.context else "the server's context"
+    return (
+        f"item {call.item.external_id}: the prompt is too long for the endpoint ({tokens} do not fit "
+        f"{context}); the run's other calls go on ({error.message})"
+    )
 
 
 def done_fields(

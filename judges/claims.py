@@ -50,6 +50,7 @@ class Claim:
     token: uuid.UUID
     attempts: int = 0
     not_before: float = 0.0
+    overloads: int = 0  # of the attempts, those an overloaded endpoint turned away (`calls.RunHealth`)
 
     def release(self) -> None:
         """Give the call back (pending again), unless another lane's claim replaced this one."""

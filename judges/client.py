@@ -29,7 +29,7 @@ import orjson
 from django.conf import settings
 from django.views.decorators.debug import sensitive_variables
 
-from . import credentials
+from . import credentials, error_meanings
 from .endpoint_safety import (
     AnswerTooLarge,
     CheckedHTTPConnection,
@@ -56,6 +56,8 @@ ENVIRONMENT_HEADERS = {"openai-organization", "openai-project"}
 MIN_SECRET_LENGTH = 8
 KEY_SHAPE_RE = re.compile(r"\b(?:sk|key|api[-_]?key)[-_][A-Za-z0-9*_\-.]{3,}", re.I)
 LOGPROB_TOKENS_KEPT = 16
+# LiteLLM's proxy marks its answers with x-litellm-* headers; it retries a failed request itself first.
+PROXY_RETRY_HEADER = "x-litellm-"
 # What a URL path segment may hold unescaped (RFC 3986 pchar), as the openai client quotes a deployment.
 PATH_SAFE = "!$&'()*+,;=:@"
 # A chat completion's answer is kilobytes (logprobs included); more than this is not read.
@@ -86,13 +88,32 @@ class EndpointError(Exception):
 class TransientError(EndpointError):
     """Rate limited, server error, timeout or broken connection: try again later."""
 
-    def __init__(self, message: str, *, status: int | None = None, retry_after: float | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retry_after: float | None = None,
+        overloaded: bool = False,
+        proxy_retried: bool = False,
+    ):
         super().__init__(message, status=status)
         self.retry_after = retry_after
+        self.overloaded = overloaded  # turned away for load: fewer requests at once help (error_meanings)
+        self.proxy_retried = proxy_retried  # a proxy in front (LiteLLM) already retried it itself
 
 
 class PermanentError(EndpointError):
     """Wrong key, unknown model, bad request: every further call would fail the same way."""
+
+
+class PromptTooLong(PermanentError):
+    """This call's prompt is longer than the server's context: the call fails, the run goes on."""
+
+    def __init__(self, message: str, *, status: int, prompt_tokens: int | None, context: int | None):
+        super().__init__(message, status=status, code="context_length_exceeded")
+        self.prompt_tokens = prompt_tokens
+        self.context = context
 
 
 @dataclass
@@ -654,13 +675,39 @@ def status_error(
     when none is recognised) and Retry-After headers; nothing of the key or a server secret in it."""
     detail = redact(_error_message(body, text), api_key)
     code, param = _error_fields(body)
+    inner = _error_body(body) or {}
+    too_long = error_meanings.too_long(
+        status,
+        f"{code} {inner.get('type')} {detail}",
+        n_prompt_tokens=inner.get("n_prompt_tokens"),
+        n_ctx=inner.get("n_ctx"),
+    )
+    if too_long is not None:
+        return PromptTooLong(
+            f"the prompt is longer than the endpoint's context ({status}): {detail}",
+            status=status,
+            prompt_tokens=too_long.prompt_tokens,
+            context=too_long.context,
+        )
+    refused = error_meanings.refused_parameter(status, detail) if status not in (401, 403, 404) else None
+    if refused is not None and status != 400:
+        # A 500 or 422 naming a parameter will repeat: the run adapts or stops, it does not retry.
+        return PermanentError(
+            f"request refused ({status}): {detail}", status=status, code="unsupported_value", param=refused
+        )
+    if refused is not None and param is None:
+        code, param = "unsupported_value", refused
+    load = {
+        "overloaded": error_meanings.overloaded(status, detail),
+        "proxy_retried": any(name.lower().startswith(PROXY_RETRY_HEADER) for name in headers),
+    }
     if status == 429:
         return TransientError(
-            f"rate limited (429): {detail}", status=status, retry_after=_retry_after(headers)
+            f"rate limited (429): {detail}", status=status, retry_after=_retry_after(headers), **load
         )
     if status >= 500 or status in (408, 409):
         return TransientError(
-            f"server error ({status}): {detail}", status=status, retry_after=_retry_after(headers)
+            f"server error ({status}): {detail}", status=status, retry_after=_retry_after(headers), **load
         )
     if status in (401, 403):
         return PermanentError(
@@ -675,8 +722,9 @@ def status_error(
 
 def _error_body(body: Any) -> dict | None:
     """The error object of the shapes providers send: OpenAI's {"error": {...}}, Anthropic's
-    {"type": "error", "error": {...}}, vLLM's flat {"object": "error", "message": ...} and Gemini's
-    [{"error": {...}}]; None for anything else."""
+    {"type": "error", "error": {...}}, vLLM's flat {"object": "error", "message": ...}, Gemini's
+    [{"error": {...}}] and FastAPI's {"detail": "..."} or {"detail": [{"loc": [...], "msg": ...}]}
+    (llama-cpp-python's server); None for anything else."""
     if isinstance(body, list) and body and isinstance(body[0], dict):
         body = body[0]
     if not isinstance(body, dict):
@@ -684,7 +732,29 @@ def _error_body(body: Any) -> dict | None:
     inner = body.get("error", body)
     if isinstance(inner, dict) and inner.get("message"):
         return inner
-    return None
+    if isinstance(body.get("error"), str) and body["error"]:
+        return {"message": body["error"]}
+    return _fastapi_detail(body.get("detail"))
+
+
+def _fastapi_detail(detail: Any) -> dict | None:
+    """FastAPI's error body as an error object: its text, or each validation error's place and message
+    (the first one's place in the request body as `param`)."""
+    if isinstance(detail, str) and detail:
+        return {"message": detail}
+    if not isinstance(detail, list) or not detail:
+        return None
+    parts, param = [], None
+    for entry in detail[:5]:
+        if not isinstance(entry, dict):
+            continue
+        place = [str(part) for part in entry.get("loc") or []]
+        if param is None and len(place) > 1 and place[0] == "body":
+            param = place[1]
+        parts.append(f"{'.'.join(place)}: {entry.get('msg', '')}".strip(": "))
+    if not parts:
+        return None
+    return {"message": "validation error: " + "; ".join(parts), "param": param, "code": "invalid_value"}
 
 
 def _error_fields(body: Any) -> tuple[str | None, str | None]:

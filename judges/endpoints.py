@@ -35,6 +35,8 @@ class Accepts:
     temperature_max: float = 2.0
     logprobs: bool = True
     json_schema: bool = True
+    # Structured output as {"type": "json_object", "schema": ...} (llama-cpp-python), where json_schema is not
+    json_object_schema: bool = False
     seed: bool = True
     n: bool = True
     reasoning: bool = False
@@ -90,6 +92,9 @@ class Family:
                 }
             else:
                 content = f"{prompt}\n\n{format_instruction(version)}"
+                if params.structured_output and accepts.json_object_schema:
+                    # the schema constrains the reply; the instruction tells the model what it is for
+                    request["response_format"] = {"type": "json_object", "schema": response_schema(version)}
         if params.logprobs and version.rubric.kind == "likert":
             request["logprobs"] = True
             request["top_logprobs"] = TOP_LOGPROBS
@@ -162,6 +167,15 @@ LLAMA_CPP = Family(
     "https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md",
     owned_by=("llamacpp",),
 )
+LLAMA_CPP_PYTHON = Family(
+    "llama-cpp-python",
+    "llama-cpp-python server",
+    "https://llama-cpp-python.readthedocs.io/en/latest/server/",
+    Accepts(json_schema=False, json_object_schema=True),
+    owned_by=("me",),
+    note='response_format "json_schema" fails with HTTP 500 (a validation error): structured output is sent '
+    'as "json_object" with a "schema"; errors outside its handler come as FastAPI {"detail": ...} bodies',
+)
 GEMINI = Family(
     "gemini",
     "Gemini (OpenAI compatibility)",
@@ -214,6 +228,7 @@ FAMILIES: dict[str, Family] = {
         VLLM,
         OLLAMA,
         LLAMA_CPP,
+        LLAMA_CPP_PYTHON,
         GEMINI,
         ANTHROPIC,
         OPENROUTER,

@@ -40,6 +40,7 @@ from .fake_profiles import (
     invalid_request,
     refusal,
     spend_reasoning,
+    too_long,
     unknown_model,
 )
 
@@ -50,7 +51,8 @@ OWNED_BY = "concord-fake"
 AZURE_API_VERSION = "2024-10-21"
 MODEL_PREFIX = "fake-"
 LISTED_MODELS = ["fake-judge", "fake-gpt"]
-TRANSIENT_FAULTS = {"429", "500", "timeout", "malformed"}
+# "busy": llama.cpp's 500 when its slots' shared KV cache is full (too many requests at once)
+TRANSIENT_FAULTS = {"429", "500", "busy", "timeout", "malformed"}
 CONTENT_FAULTS = {"empty", "refusal", "truncated_json"}
 FAULTS = TRANSIENT_FAULTS | CONTENT_FAULTS
 REFUSAL_TEXT = "I'm sorry, but I can't help with rating this conversation."
@@ -78,6 +80,7 @@ class FakeConfig:
     profile: str = "any"  # a provider profile of judges.fake_profiles
     batch_concurrency: int = 8  # Batch API requests answered at once
     batch_expire_after: int = 0  # a batch expires after this many answered requests (0: never)
+    context_tokens: int = 0  # the server's context (n_ctx): a longer request is refused; 0: no limit
 
 
 @dataclass
@@ -181,11 +184,11 @@ class FakeLLM:
             if "api-version" not in dict(parse_qsl(query)):
                 return 404, {}, {"error": {"code": "404", "message": "Resource not found"}}
             if method == "GET" and path == "/openai/models":
-                return 200, {}, _model_list()
+                return 200, {}, _model_list(profile.owned_by)
             if method == "POST" and deployment:
                 return await self._completions(headers, body, deployment=deployment.group(1), arrived=arrived)
         elif method == "GET" and path == "/v1/models":
-            return 200, {}, _model_list()
+            return 200, {}, _model_list(profile.owned_by)
         elif method == "POST" and path == "/v1/chat/completions":
             return await self._completions(headers, body, arrived=arrived)
         elif profile.batch and (handled := await self.batches.route(method, path, headers, body, query)):
@@ -236,7 +239,11 @@ class FakeLLM:
         if not base_model.startswith(MODEL_PREFIX):
             status, error = unknown_model(profile, base_model)
             return status, {}, error
-        refused = invalid_request(profile, request) or refusal(profile, request)
+        refused = (
+            invalid_request(profile, request)
+            or refusal(profile, request)
+            or _too_long(profile, request, config)
+        )
         if refused:
             return refused[0], {}, refused[1]
         request = as_received(profile, request)
@@ -270,6 +277,18 @@ class FakeLLM:
             )
         if fault == "500":
             return 500, {}, _error("The server had an error (simulated).", "server_error", None)
+        if fault == "busy":
+            return (
+                500,
+                {},
+                {
+                    "error": {
+                        "code": 500,
+                        "message": "Context size has been exceeded.",
+                        "type": "server_error",
+                    }
+                },
+            )
         if fault == "malformed":
             return 200, {}, b'{"id": "chatcmpl-broken", "choices": [{"message": '
         answer = completion(request, base_model=base_model, fault=fault, logprobs=config.logprobs)
@@ -289,6 +308,8 @@ class FakeLLM:
             config = replace(config, profile=options["profile"])
         if options.get("logprobs") in ("0", "false", "no"):
             config = replace(config, logprobs=False)
+        if options.get("n_ctx", "").isdigit():
+            config = replace(config, context_tokens=int(options["n_ctx"]))
         for key, cast in (
             ("fail_rate", float),
             ("latency_ms", float),
@@ -480,8 +501,23 @@ def _tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
-def _model_list() -> dict:
-    data = [{"id": name, "object": "model", "created": 0, "owned_by": OWNED_BY} for name in LISTED_MODELS]
+def _too_long(profile: Profile, request: dict, config: FakeConfig) -> tuple[int, Any] | None:
+    """The server's refusal of a request longer than its context (`context_tokens`, or ?n_ctx=)."""
+    if not config.context_tokens:
+        return None
+    prompt_tokens = _tokens("\n".join(str(m.get("content") or "") for m in request["messages"]))
+    counted = prompt_tokens
+    if profile.error_shape != "llama-cpp":  # llama-cpp-python counts the completion's tokens too
+        counted += int(request.get("max_tokens") or request.get("max_completion_tokens") or 0)
+    return (
+        too_long(profile, request, prompt_tokens, config.context_tokens)
+        if counted > config.context_tokens
+        else None
+    )
+
+
+def _model_list(owned_by: str = OWNED_BY) -> dict:
+    data = [{"id": name, "object": "model", "created": 0, "owned_by": owned_by} for name in LISTED_MODELS]
     return {"object": "list", "data": data}
 
 

@@ -31,6 +31,10 @@ class Profile:
     temperature_max: float | None = None  # values above are capped
     refuses_logprobs: bool = False
     batch: bool = False  # serves OpenAI's Batch API (files + batches), judges.fake_batch
+    owned_by: str = "concord-fake"  # in the model list
+    # llama-cpp-python's server: response_format takes "text" and "json_object" (with an optional "schema")
+    # only; "json_schema" fails its request validation, which its error handler answers with a 500.
+    refuses_json_schema_with_500: bool = False
 
 
 PROFILES: dict[str, Profile] = {
@@ -50,6 +54,8 @@ PROFILES: dict[str, Profile] = {
             temperature_max=1.0,
         ),
         Profile("gemini-compat", error_shape="gemini", refuses_logprobs=True),
+        Profile("llama-cpp", error_shape="llama-cpp", owned_by="llamacpp"),
+        Profile("llama-cpp-python", error_shape="fastapi", owned_by="me", refuses_json_schema_with_500=True),
     )
 }
 PROFILE_NAMES = tuple(PROFILES)
@@ -79,6 +85,10 @@ def error_body(
         }
     if profile.error_shape == "azure" and status == 404:
         return {"error": {"code": "DeploymentNotFound", "message": message}}
+    if profile.error_shape == "fastapi" and status in (401, 404):
+        return {"detail": message}  # FastAPI's HTTPException, outside llama-cpp-python's error handler
+    if profile.error_shape == "llama-cpp":
+        return {"error": {"code": status, "message": message, "type": kind}}
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
@@ -258,6 +268,11 @@ def refusal(
         # OpenAI's chat models answer as for an argument they do not know: no param, no code
         message = "Unrecognized request argument supplied: reasoning_effort"
         return _invalid(profile, message, None, None)
+    if (
+        profile.refuses_json_schema_with_500
+        and (request.get("response_format") or {}).get("type") == "json_schema"
+    ):
+        return 500, json_schema_validation_error()
     if profile.single_choice == "refuse" and int(request.get("n") or 1) != 1:
         return 400, error_body(profile, 400, "n: only n=1 is supported", "invalid_request_error", None, "n")
     return None
@@ -298,3 +313,38 @@ def spend_reasoning(profile: Profile, request: dict, completion: dict) -> dict:
     usage["total_tokens"] = usage["prompt_tokens"] + spent
     usage["completion_tokens_details"] = {"reasoning_tokens": used_thinking}
     return completion
+
+
+def json_schema_validation_error() -> dict[str, Any]:
+    """llama-cpp-python's answer to response_format "json_schema": its route's error handler turns the
+    request's validation error into a 500 whose message is the validation error's text."""
+    error = {
+        "type": "literal_error",
+        "loc": ("body", "response_format", "type"),
+        "msg": "Input should be 'text' or 'json_object'",
+        "input": "json_schema",
+        "ctx": {"expected": "'text' or 'json_object'"},
+    }
+    message = f"1 validation error:\n  {error}\n"
+    return {"error": {"message": message, "type": "internal_server_error", "param": None, "code": None}}
+
+
+def too_long(profile: Profile, request: dict[str, Any], prompt_tokens: int, context: int) -> tuple[int, Any]:
+    """The 400 of a request whose prompt and completion do not fit the server's context, in the words of
+    llama.cpp's server (which counts the prompt alone) or llama-cpp-python's (prompt plus max_tokens)."""
+    if profile.error_shape == "llama-cpp":
+        message = (
+            f"request ({prompt_tokens} tokens) exceeds the available context size ({context} tokens), "
+            "try increasing it"
+        )
+        body = {"code": 400, "message": message, "type": "exceed_context_size_error"}
+        return 400, {"error": {**body, "n_prompt_tokens": prompt_tokens, "n_ctx": context}}
+    completion = int(request.get("max_tokens") or request.get("max_completion_tokens") or 0)
+    message = (
+        f"This model's maximum context length is {context} tokens. However, you requested "
+        f"{prompt_tokens + completion} tokens ({prompt_tokens} in the messages, {completion} in the "
+        "completion). Please reduce the length of the messages or completion."
+    )
+    return 400, error_body(
+        profile, 400, message, "invalid_request_error", "context_length_exceeded", "messages"
+    )

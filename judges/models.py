@@ -4,11 +4,13 @@ version (JudgeRun), one row per (item, sample, order) of work (JudgeCall), and a
 import uuid
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
+from django.utils.functional import cached_property
 
 from . import credentials
 from .endpoints import AUTOMATIC, FAMILY_CHOICES, REASONING_EFFORTS, Accepts, Family, family_for
@@ -303,6 +305,14 @@ class JudgeRun(models.Model):
     @staticmethod
     def stamp_of(queued_at: datetime | None) -> str:
         return queued_at.isoformat() if queued_at else ""
+
+    @cached_property
+    def too_long_calls(self) -> list[dict[str, Any]]:
+        """Its first calls that failed because their prompt did not fit the endpoint's context (at most 50):
+        item, prompt tokens and context, for the run page."""
+        calls = self.calls.filter(status=JudgeCall.Status.FAILED, details__has_key="too_long")
+        rows = calls.order_by("id").values("item__external_id", "sample", "swapped", "details")[:50]
+        return [dict(row) for row in rows]
 
     @property
     def can_resume(self) -> bool:

@@ -58,6 +58,7 @@ class Probe:
     accepts: Accepts
     api_key: str
     notes: list[str] = field(default_factory=list)
+    results: dict[str, dict[str, str]] = field(default_factory=dict)  # optional feature -> probe result
 
     def base_request(self, **extra: Any) -> dict[str, Any]:
         request: dict[str, Any] = {
@@ -93,15 +94,23 @@ class Probe:
                 self.notes.append(f"{parameter} refused ({error.message}): {adapting.describe(change)}")
         raise client.PermanentError("the endpoint kept refusing the probe's parameters")
 
-    def supports(self, name: str, extra: dict[str, Any], check: Callable[[client.Reply], object]) -> bool:
+    def supports(
+        self, name: str, extra: dict[str, Any], check: Callable[[client.Reply], object]
+    ) -> bool | None:
+        """Whether the endpoint does what `extra` asks: True, False (refused, or accepted but ignored) or
+        None (not known: any other error). Each probe's result is kept in `results`; none stops the test."""
         try:
             reply = self.send(self.base_request(**extra))
-        except client.PermanentError as error:
-            if error.status == 400:
-                self.notes.append(f"{name}: refused ({error.message})")
-                return False
-            raise
+        except client.EndpointError as error:
+            refused = isinstance(error, client.PermanentError) and (
+                error.status in (400, 422) or adapting.refused_parameter(error) is not None
+            )
+            result = "refused" if refused else "not known"
+            self.results[name] = {"result": result, "message": error.message[:300]}
+            self.notes.append(f"{name}: {result} ({error.message})")
+            return False if refused else None
         ok = bool(check(reply))
+        self.results[name] = {"result": "supported" if ok else "ignored"}
         if not ok:
             self.notes.append(f"{name}: accepted but ignored")
         return ok
@@ -232,11 +241,12 @@ def _test_connection(judge: Judge) -> ConnectionResult:
     )
     if not batch:
         probe.notes.append("Batch API: not found (GET /batches did not answer)")
+    found = {"logprobs": logprobs, "json_schema": json_schema, "n": n}
     capabilities = {
         **probe.accepts.as_dict(),
-        "logprobs": logprobs,
-        "json_schema": json_schema,
-        "n": n,
+        # a feature whose probe met another error is not known: the family's documented default stays
+        **{name: value for name, value in found.items() if value is not None},
+        "probes": probe.results,
         "owned_by": owner,
         "latency_ms": round(reply.latency_ms),
         "family": family.key,

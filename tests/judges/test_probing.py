@@ -107,7 +107,7 @@ def start_http(status: int, content_type: str, body: bytes) -> HTTPServer:
 def other_server_judge(project, server: HTTPServer) -> Judge:
     return Judge.objects.create(
         project=project,
-        name="not an LLM",
+        name=f"not an LLM on {server.server_port}",
         base_url=f"http://127.0.0.1:{server.server_port}/v1",
         model="gpt-4o",
         api_key_env="CONCORD_TEST_JUDGE_KEY",
@@ -125,15 +125,33 @@ def test_a_base_url_that_is_not_an_openai_compatible_api_is_named(project):
 
 
 def test_an_error_body_in_an_unknown_shape_is_named_in_one_sentence(project):
-    server = start_http(400, "application/json", b'{"detail": "field required"}')
+    server = start_http(400, "application/json", b'{"problem": "field required"}')
     try:
         result = probe_connection(judge=other_server_judge(project, server))
     finally:
         server.shutdown()
     assert not result.ok
     assert result.message == (
-        'request refused (400): an error body Concord does not recognise: \'{"detail": "field required"}\''
+        'request refused (400): an error body Concord does not recognise: \'{"problem": "field required"}\''
     )
+
+
+def test_a_fastapi_detail_body_is_read_as_text_or_as_its_validation_errors(project):
+    """FastAPI (llama-cpp-python's server) answers {"detail": "..."} or {"detail": [{"loc", "msg"}]}."""
+    server = start_http(400, "application/json", b'{"detail": "field required"}')
+    try:
+        result = probe_connection(judge=other_server_judge(project, server))
+    finally:
+        server.shutdown()
+    assert result.message == "request refused (400): field required"
+    body = b'{"detail": [{"type": "missing", "loc": ["body", "messages"], "msg": "Field required"}]}'
+    server = start_http(422, "application/json", body)
+    try:
+        judge = other_server_judge(project, server)
+        result = probe_connection(judge=judge)
+    finally:
+        server.shutdown()
+    assert result.message == "request refused (422): validation error: body.messages: Field required"
 
 
 def test_an_expired_key_is_named(project, serve, declare_credential):

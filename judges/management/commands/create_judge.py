@@ -61,6 +61,12 @@ class Command(BaseCommand):
         parser.add_argument("--samples", default="1")
         parser.add_argument("--logprobs", action="store_true", help="Logprob scoring (likert rubrics).")
         parser.add_argument("--position-swap", action="store_true", help="Pairwise: judge both orders.")
+        parser.add_argument(
+            "--no-structured-output",
+            action="store_true",
+            help="Ask for JSON by an instruction in the prompt, never response_format (for a server that "
+            "refuses or mishandles it).",
+        )
         parser.add_argument("--concurrency", default="8")
         parser.add_argument("--rpm", default="0", help="Requests per minute, 0 = no limit.")
         parser.add_argument("--tpm", default="0", help="Tokens per minute, 0 = no limit.")
@@ -84,7 +90,7 @@ class Command(BaseCommand):
             "samples": options["samples"],
             "logprobs": options["logprobs"],
             "position_swap": options["position_swap"],
-            "structured_output": True,
+            "structured_output": not options["no_structured_output"],
             "concurrency": options["concurrency"],
             "requests_per_minute": options["rpm"],
             "tokens_per_minute": options["tpm"],
