@@ -383,6 +383,7 @@ class RunHealth:
         self.in_flight = 0
         self.allowed: int | None = None
         self.calm_at = 0.0
+        self.overload_noted = False
 
     def answer(self, shape: str | None = None) -> None:
         """The endpoint answered (with a reply, or for `shape` None an HTTP error)."""
@@ -414,12 +415,15 @@ class RunHealth:
 
     def overloaded(self, lanes: int) -> int | None:
         """Halve the requests at once here (from the lanes working, or the current cap) for OVERLOAD_SECONDS;
-        returns the new cap when it changed."""
+        returns the new cap when it changed or was not yet said (for the run page)."""
         with self.lock:
             before = self.allowed if self.allowed is not None else max(lanes, self.in_flight, 1)
             self.allowed = max(1, before // 2)
             self.calm_at = time.monotonic() + OVERLOAD_SECONDS
-            return self.allowed if self.allowed < before else None
+            if self.allowed < before or not self.overload_noted:
+                self.overload_noted = True
+                return self.allowed
+            return None
 
     @contextmanager
     def sending(self, should_stop: Callable[[], bool]) -> Iterator[None]:

@@ -486,14 +486,22 @@ def complete_run_if_finished(*, run_id: int) -> None:
     )
     if open_calls.exists():
         return
-    failed = JudgeCall.objects.filter(run_id=run_id, status=JudgeCall.Status.FAILED).count()
+    failed_calls = JudgeCall.objects.filter(run_id=run_id, status=JudgeCall.Status.FAILED)
+    failed = failed_calls.count()
     running = JudgeRun.objects.filter(pk=run_id, status=JudgeRun.Status.RUNNING)
     if failed:
-        running.update(
-            status=JudgeRun.Status.FAILED,
-            finished=timezone.now(),
-            error=f"{failed} call(s) failed after retries; resume the run to try them again.",
-        )
+        too_long = failed_calls.filter(details__has_key="too_long").count()
+        parts = []
+        if failed > too_long:
+            parts.append(
+                f"{failed - too_long} call(s) failed after retries; resume the run to try them again."
+            )
+        if too_long:  # resuming sends the same prompt to the same context: say so rather than invite it
+            parts.append(
+                f"{too_long} call(s) have a prompt longer than the endpoint's context (listed below); "
+                "resuming cannot help them."
+            )
+        running.update(status=JudgeRun.Status.FAILED, finished=timezone.now(), error=" ".join(parts))
     else:
         running.update(status=JudgeRun.Status.DONE, finished=timezone.now())
 
