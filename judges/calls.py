@@ -56,8 +56,10 @@ MAX_ADAPTATIONS_PER_CALL = 4
 # or after this long since the first of them.
 CONNECT_FAILURES_TO_STOP = 20
 CONNECT_FAILURE_SECONDS = 60.0
-# The same server error this many times in a row for one kind of request will come again: no more retries.
+# A call whose request got the same server error this many times in a row is not sent again; when this
+# many calls of one kind of request in a row end so, the run stops (the others would too).
 SAME_SERVER_ERRORS_TO_STOP = 3
+SAME_ERROR_CALLS_TO_STOP = 2
 # An overloaded endpoint (429, 503, llama.cpp's full KV cache) gets half the requests at once for this long;
 # a call it turned away is sent again without using up one of its attempts, this many times at most.
 OVERLOAD_SECONDS = 30.0
@@ -332,15 +334,12 @@ def ask(
                 continue
             raise
         except client.TransientError as error:
-            raise judged(ctx, health, request, error) from None
+            raise judged(ctx, health, error) from None
 
 
-def judged(
-    ctx: LaneContext, health: RunHealth, request: dict[str, Any], error: client.TransientError
-) -> Exception:
+def judged(ctx: LaneContext, health: RunHealth, error: client.TransientError) -> Exception:
     """What a transient error means for the run: a run whose first requests all fail to connect stops
-    (PermanentError); the same server error for this kind of request SAME_SERVER_ERRORS_TO_STOP times in a
-    row stops retrying (PermanentError); an overloaded endpoint gets fewer requests at once here."""
+    (PermanentError); an overloaded endpoint gets fewer requests at once here."""
     if error.status is None:
         if error.message == client.COULD_NOT_CONNECT and health.connect_failed():
             parts = urlsplit(ctx.params.base_url)
@@ -357,15 +356,6 @@ def judged(
         if cap is not None:
             adapting.note_overload(run_id=ctx.run_id, cap=cap, seconds=OVERLOAD_SECONDS, error=error)
         return error
-    if (
-        error.status >= 500
-        and health.server_error(request_shape(request), error.message) >= SAME_SERVER_ERRORS_TO_STOP
-    ):
-        return client.PermanentError(
-            f"the endpoint gave the same answer {SAME_SERVER_ERRORS_TO_STOP} times in a row to this kind of "
-            f"request, so sending it again cannot help: {error.message}",
-            status=error.status,
-        )
     return error
 
 
@@ -405,8 +395,9 @@ class RunHealth:
                 or now - self.first_failure_at >= CONNECT_FAILURE_SECONDS
             )
 
-    def server_error(self, shape: str, message: str) -> int:
-        """How many times in a row this kind of request got this same server error."""
+    def repeated(self, shape: str, message: str) -> int:
+        """Count a call given up for repeating `message`; returns how many calls of this kind of request in
+        a row ended so (a reply for that kind resets it)."""
         with self.lock:
             last, count = self.repeats.get(shape, ("", 0))
             count = count + 1 if last == message else 1
@@ -670,6 +661,8 @@ def process_call(ctx: LaneContext, claim: Claim) -> Outcome:
             ctx.mark_stopped()
             return Outcome.FAILED
         except client.TransientError as error:
+            if repeating(claim, error):
+                return give_up_repeated(ctx, claim, build(), error)
             if error.overloaded and error.status != 429 and claim.overloads < MAX_FREE_OVERLOADS:
                 # fewer requests at once get it through: not an attempt used up (a 429 still is: it may
                 # be a quota that no waiting restores)
@@ -690,6 +683,39 @@ def process_call(ctx: LaneContext, claim: Claim) -> Outcome:
         ctx, call, reply, want_logprobs="logprobs" in request, cached=cached, attempts=claim.attempts
     )
     return finish_soon(ctx, call, token, fields)
+
+
+def repeating(claim: Claim, error: client.TransientError) -> bool:
+    """Whether this call's last SAME_SERVER_ERRORS_TO_STOP attempts got the same server error (an overload
+    aside): sending it again cannot help."""
+    if error.status is None or error.status < 500 or error.overloaded:
+        claim.last_error, claim.same_errors = "", 0
+        return False
+    claim.same_errors = claim.same_errors + 1 if error.message == claim.last_error else 1
+    claim.last_error = error.message
+    return claim.same_errors >= SAME_SERVER_ERRORS_TO_STOP
+
+
+def give_up_repeated(
+    ctx: LaneContext, claim: Claim, request: dict[str, Any], error: client.TransientError
+) -> Outcome:
+    """Fail a call whose request got the same server error each time; the second call in a row of the same
+    kind of request to end so stops the run (every call of that kind would)."""
+    message = (
+        f"the endpoint gave the same answer {claim.same_errors} times in a row to this request, so sending "
+        f"it again cannot help: {error.message}"
+    )
+    attempts = claim.call.attempts + claim.attempts
+    finish_call(
+        ctx,
+        claim.call,
+        claim.token,
+        {"status": JudgeCall.Status.FAILED, "error": message, "attempts": attempts},
+    )
+    if health_of(ctx.run_id).repeated(request_shape(request), error.message) >= SAME_ERROR_CALLS_TO_STOP:
+        stop_run(run_id=ctx.run_id, error=message)
+        ctx.mark_stopped()
+    return Outcome.FAILED
 
 
 def too_long_message(call: JudgeCall, error: client.PromptTooLong) -> str:

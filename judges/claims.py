@@ -51,6 +51,8 @@ class Claim:
     attempts: int = 0
     not_before: float = 0.0
     overloads: int = 0  # of the attempts, those an overloaded endpoint turned away (`calls.RunHealth`)
+    last_error: str = ""  # the last server error, and how many attempts in a row got it (`calls.repeating`)
+    same_errors: int = 0
 
     def release(self) -> None:
         """Give the call back (pending again), unless another lane's claim replaced this one."""

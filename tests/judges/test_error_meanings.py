@@ -143,13 +143,23 @@ def test_the_connection_test_records_each_probe_and_does_not_abort_on_the_refuse
     assert result.capabilities["json_schema"] is False and result.capabilities["logprobs"] is True
 
 
-def test_the_same_server_error_three_times_in_a_row_stops_retrying(project, fake_llm):
+def test_the_same_server_error_three_times_in_a_row_stops_retrying_the_call_and_twice_the_run(
+    project, fake_llm
+):
     judge = make_judge(project, fake_llm, model="fake-judge?fault=500&fault_attempts=0")
     before = fake_llm.stats.requests
     run = run_on(project, judge, items=4)
     assert run.status == JudgeRun.Status.FAILED
     assert "same answer 3 times in a row" in run.error and "The server had an error (simulated)" in run.error
-    assert fake_llm.stats.requests - before == 3  # not 4 calls x 6 attempts
+    given_up = run.calls.filter(status=JudgeCall.Status.FAILED)
+    assert list(given_up.values_list("attempts", flat=True)) == [3, 3]
+    assert fake_llm.stats.requests - before <= 4 * 3  # not 4 calls x 6 attempts
+
+
+def test_a_server_error_that_clears_on_the_next_attempt_is_still_retried(project, fake_llm):
+    judge = make_judge(project, fake_llm, model="fake-judge?fault=500&fault_attempts=2")
+    run = run_on(project, judge, items=4)
+    assert run.status == JudgeRun.Status.DONE, run.error
 
 
 def test_a_prompt_too_long_for_the_server_fails_that_call_alone_and_the_run_page_lists_it(
