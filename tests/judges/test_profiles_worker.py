@@ -1,6 +1,7 @@
 """A real Celery worker finishes the demo evaluation's four built-in rubrics against every provider
 profile of the simulated model, untested judges included: the reasoning profile refuses max_tokens and
-temperature, and the run adapts with at most a few extra requests, never one failure per item."""
+temperature, llama-cpp-python answers json_schema with a 500 validation error, and the run adapts with at
+most a few extra requests, never one failure per item."""
 
 import time
 
@@ -75,5 +76,10 @@ def test_every_profile_finishes_the_demo_evaluation_through_a_real_worker(celery
             assert all(
                 {a["parameter"] for a in run.adaptations} == {"max_tokens", "temperature"} for run in runs
             )
+        elif profile == "llama-cpp-python":
+            # its 500 on json_schema (a validation error) makes the JSON rubric's run adapt once, no retries
+            adapted_runs = {run.rubric_version.rubric.kind: run.adaptations for run in runs if run.adaptations}
+            assert list(adapted_runs) == ["pairwise"], adapted_runs
+            assert [a["parameter"] for a in adapted_runs["pairwise"]] == ["response_format"]
         else:
             assert all(run.adaptations == [] for run in runs), profile
