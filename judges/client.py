@@ -793,6 +793,20 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
 
 
 @sensitive_variables("api_key")
+def server_props(*, base_url: str, api_key: str, timeout: float = 10.0) -> dict:
+    """llama.cpp's GET /props (at the server's root, beside /v1): its slots and each slot's context; {} from
+    a server that has none or answers something else."""
+    root = base_url.split("?")[0].rstrip("/").removesuffix("/v1")
+    client = get_client(base_url=base_url, api_key=api_key, timeout=timeout)
+    try:
+        with endpoint_errors(api_key, timeout):
+            props = client.get(f"{root}/props", cast_to=object)
+    except EndpointError:
+        return {}
+    return props if isinstance(props, dict) else {}
+
+
+@sensitive_variables("api_key")
 def list_models(*, base_url: str, api_key: str, timeout: float = 10.0, azure: bool = False) -> list[dict]:
     """The endpoint's models as [{"id", "owned_by"}]."""
     client = get_client(base_url=base_url, api_key=api_key, timeout=timeout, azure=azure)

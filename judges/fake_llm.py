@@ -81,6 +81,7 @@ class FakeConfig:
     batch_concurrency: int = 8  # Batch API requests answered at once
     batch_expire_after: int = 0  # a batch expires after this many answered requests (0: never)
     context_tokens: int = 0  # the server's context (n_ctx): a longer request is refused; 0: no limit
+    slots: int = 4  # llama.cpp's parallel slots, as its /props says (llama-cpp profile)
 
 
 @dataclass
@@ -189,6 +190,9 @@ class FakeLLM:
                 return await self._completions(headers, body, deployment=deployment.group(1), arrived=arrived)
         elif method == "GET" and path == "/v1/models":
             return 200, {}, _model_list(profile.owned_by)
+        elif method == "GET" and path == "/props" and profile.error_shape == "llama-cpp":
+            settings = {"n_ctx": self.config.context_tokens or 4096, "n_predict": -1}
+            return 200, {}, {"default_generation_settings": settings, "total_slots": self.config.slots}
         elif method == "POST" and path == "/v1/chat/completions":
             return await self._completions(headers, body, arrived=arrived)
         elif profile.batch and (handled := await self.batches.route(method, path, headers, body, query)):

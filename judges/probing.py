@@ -116,6 +116,23 @@ class Probe:
         return ok
 
 
+def _server_limits(judge: Judge, api_key: str) -> dict[str, int]:
+    """What llama.cpp's /props says of the server: its slots (requests served at once) and each slot's
+    context in tokens; {} from other servers."""
+    props = client.server_props(
+        base_url=judge.base_url, api_key=api_key, timeout=min(judge.request_timeout, 15)
+    )
+    limits = {}
+    slots = props.get("total_slots")
+    generation = props.get("default_generation_settings")
+    context = generation.get("n_ctx") if isinstance(generation, dict) else None
+    if isinstance(slots, int) and not isinstance(slots, bool) and slots > 0:
+        limits["slots"] = slots
+    if isinstance(context, int) and not isinstance(context, bool) and context > 0:
+        limits["context_tokens"] = context
+    return limits
+
+
 def _json_answer(reply: client.Reply) -> bool:
     try:
         return json.loads(reply.content or "").get("answer") == "ready"
@@ -242,7 +259,17 @@ def _test_connection(judge: Judge) -> ConnectionResult:
     if not batch:
         probe.notes.append("Batch API: not found (GET /batches did not answer)")
     found = {"logprobs": logprobs, "json_schema": json_schema, "n": n}
+    server = {} if family.azure else _server_limits(judge, credential.api_key)
+    concurrency = judge.concurrency
+    if server.get("slots") and concurrency > server["slots"]:
+        # more requests at once than slots queue at the server or (a shared KV cache) fail with a 500
+        concurrency = server["slots"]
+        probe.notes.append(
+            f"concurrency lowered from {judge.concurrency} to {concurrency}: the server has {concurrency} "
+            "slot(s) (llama.cpp /props total_slots)"
+        )
     capabilities = {
+        **server,
         **probe.accepts.as_dict(),
         # a feature whose probe met another error is not known: the family's documented default stays
         **{name: value for name, value in found.items() if value is not None},
@@ -253,7 +280,10 @@ def _test_connection(judge: Judge) -> ConnectionResult:
         "batch": batch,
     }
     Judge.objects.filter(pk=judge.pk).update(
-        capabilities=capabilities, probed_at=timezone.now(), simulated=judge.simulated or simulated
+        capabilities=capabilities,
+        probed_at=timezone.now(),
+        simulated=judge.simulated or simulated,
+        concurrency=concurrency,
     )
     judge.refresh_from_db()
     text = reply.content if reply.content is not None else reply.refusal

@@ -86,6 +86,11 @@ class Estimate:
     parameters: tuple[str, ...] = ()
     currency: str = CURRENCY
     batch: bool = False  # through the Batch API: half the price, results within 24 h
+    # The server's context as the connection test learnt it (llama.cpp /props), and how many of the sampled
+    # items' prompts (about 4 characters a token) do not fit it: their calls would fail.
+    context_tokens: int | None = None
+    too_long_sampled: int = 0
+    sampled: int = 0
 
     @property
     def tokens(self) -> int:
@@ -132,7 +137,9 @@ def estimate_run(
     orders = orders_for(params, rubric_version)
     calls = count * params.samples * len(orders)
     sample = list(items.order_by("position")[:ESTIMATE_SAMPLE_ITEMS])
-    chars = 0
+    chars = too_long = 0
+    context = (judge.capabilities or {}).get("context_tokens")
+    context = context if isinstance(context, int) and context > 0 else None
     request: dict[str, Any] = {}
     for item in sample:
         try:
@@ -141,6 +148,7 @@ def estimate_run(
             raise ValidationError(f"Item {item.external_id}: {error}") from None
         request = build_request(params=params, version=rubric_version, prompt=prompt, sample=0)
         chars += len(request["messages"][0]["content"])
+        too_long += context is not None and len(request["messages"][0]["content"]) / 4 > context
     per_call_prompt = (chars / len(sample) / 4) if sample else 0
     answer = EXPECTED_JSON_TOKENS if rubric_version.output_format != "score" else EXPECTED_SCORE_TOKENS
     reasoning = (
@@ -170,6 +178,9 @@ def estimate_run(
         latency_measured=bool(latency),
         parameters=tuple(sent_parameters(request)),
         batch=batch,
+        context_tokens=context,
+        too_long_sampled=too_long,
+        sampled=len(sample),
     )
 
 

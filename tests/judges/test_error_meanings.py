@@ -243,3 +243,37 @@ def test_create_judge_can_turn_structured_output_off(project, fake_llm):
         stdout=open("/dev/null", "w"),  # noqa: SIM115
     )
     assert Judge.objects.get(name="plain").structured_output is False
+
+
+# -- fitting the server ------------------------------------------------------------------------------
+def test_the_connection_test_caps_concurrency_at_llama_cpps_slots_and_learns_its_context(project, serve):
+    server = serve("llama-cpp", slots=2, context_tokens=50)
+    judge = make_judge(project, server, concurrency=8)
+    result = probing.test_connection(judge=judge)
+    assert result.ok, result.message
+    judge.refresh_from_db()
+    assert judge.concurrency == 2
+    assert (judge.capabilities["slots"], judge.capabilities["context_tokens"]) == (2, 50)
+    assert any("concurrency lowered from 8 to 2" in note for note in result.notes)
+
+
+def test_the_estimate_counts_items_too_long_for_the_context_the_probe_learnt(project, serve):
+    server = serve("llama-cpp", context_tokens=50)
+    judge = make_judge(project, server)
+    assert probing.test_connection(judge=judge).ok
+    judge.refresh_from_db()
+    version = factories.make_rubric(project=project)
+    dataset = factories.make_dataset(project, items=3)
+    Item.objects.filter(dataset=dataset, external_id="d-1").update(
+        response={"speaker": "BOT", "text": "long " * 200}
+    )
+    evaluation = factories.make_evaluation(project, dataset, [version])
+    estimate = services.estimate_run(judge=judge, evaluation=evaluation, rubric_version=version)
+    assert (estimate.too_long_sampled, estimate.sampled, estimate.context_tokens) == (1, 3, 50)
+
+
+def test_other_servers_keep_their_concurrency_and_have_no_context_learnt(project, fake_llm):
+    judge = make_judge(project, fake_llm, concurrency=8)
+    assert probing.test_connection(judge=judge).ok
+    judge.refresh_from_db()
+    assert judge.concurrency == 8 and "slots" not in judge.capabilities

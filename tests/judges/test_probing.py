@@ -23,7 +23,7 @@ def test_probing_a_reasoning_model_finds_max_completion_tokens_no_temperature_no
     assert caps["token_limit"] == "max_completion_tokens" and caps["temperature"] is False
     assert caps["logprobs"] is False and caps["json_schema"] is True and caps["n"] is True
     assert judge.probed_at is not None
-    assert server.stats.requests <= 8  # models list + 2 refused + base + 3 probes + GET /batches
+    assert server.stats.requests <= 9  # models list + 2 refused + base + 3 probes + GET /batches, /props
 
 
 def test_probing_anthropic_finds_ignored_logprobs_and_schema_and_refused_n(project, serve):
