@@ -5,7 +5,9 @@ llama-cpp-python servers' bodies are the ones they send."""
 
 import json
 import socket
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.core.management import call_command
@@ -277,3 +279,38 @@ def test_other_servers_keep_their_concurrency_and_have_no_context_learnt(project
     assert probing.test_connection(judge=judge).ok
     judge.refresh_from_db()
     assert judge.concurrency == 8 and "slots" not in judge.capabilities
+
+
+def test_behind_a_proxy_that_retries_itself_a_call_is_sent_twice_at_most(project):
+    """LiteLLM's proxy retries a failing backend itself and marks its answers with x-litellm-* headers."""
+    sent = []
+
+    class Proxy(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (http.server's name)
+            self.rfile.read(int(self.headers["Content-Length"]))
+            sent.append(self.path)
+            body = json.dumps(
+                {"error": {"message": f"backend failed ({len(sent)})", "type": "None"}}
+            ).encode()
+            self.send_response(500)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("x-litellm-call-id", "c-1")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        judge = Judge.objects.create(
+            project=project, name="proxied", base_url=f"http://127.0.0.1:{server.server_port}/v1", model="m"
+        )
+        run = run_on(project, judge, items=2)
+    finally:
+        server.shutdown()
+    assert run.status == JudgeRun.Status.FAILED
+    assert list(run.calls.values_list("attempts", flat=True)) == [2, 2] and len(sent) == 4
+    assert all("gave up after 2 attempts" in error for error in run.calls.values_list("error", flat=True))
