@@ -281,8 +281,10 @@ def _scored_at(
         return GEval(error=f"G-Eval: the endpoint's top logprobs at {where} are not log probabilities")
     written, spelled = token_value(rest, scale_values), token_value(token, scale_values, lead=lead)
     if spelled is not None and written != spelled:
-        # e.g. "10" written as "1" then "0": an alternative "1" may be the start of 10 as well as 1
-        return GEval(error=f"G-Eval: the scale value {written} is split over several tokens at {where}")
+        # e.g. "10" written as "1" then "0": an alternative "1" may be the start of 10 as well as 1; or
+        # "4.5" on a 1-5 scale, whose first token is no answer of its own
+        what = f"the scale value {written}" if written else f"the written score {rest.split()[0]!r}"
+        return GEval(error=f"G-Eval: {what} continues past the score's {where}")
     result = logprob_score([(alt, logprob) for alt, logprob in alternatives], scale_values, lead=lead)
     if result is None:
         return GEval(

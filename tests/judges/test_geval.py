@@ -163,7 +163,7 @@ def test_a_scale_value_split_over_two_tokens_is_a_parse_failure():
     scale = [{"value": str(n), "label": str(n), "description": f"{n}."} for n in range(1, 11)]
     version = factories.make_rubric(scale=scale)
     reading = read(completion([("1", [("1", -0.3), ("9", -1.0)]), ("0", [("0", -0.01)])]), version)
-    assert reading.parse_failed and "split" in reading.details["parse_error"]
+    assert reading.parse_failed and "the scale value 10 continues past" in reading.details["parse_error"]
     whole = read(completion([("10", [("10", -0.3), ("9", -1.0)])]), version)
     assert whole.details["score"] == pytest.approx(expectation({10: -0.3, 9: -1.0}))
 
@@ -181,3 +181,12 @@ def test_a_score_past_the_kept_tokens_is_a_parse_failure_naming_it():
     reading = read(completion([(t, [(t, -0.01)]) for t in tokens]))
     assert (reading.value, reading.parse_failed) == ("", True)
     assert "past the 16 tokens" in reading.details["parse_error"]
+
+
+def test_a_score_that_is_not_on_the_scale_past_its_first_token_is_a_parse_failure():
+    """ "4.5" on a 1-5 scale: its first token "4" is not the answer, so its alternatives are no score."""
+    reading = read(
+        completion([("4", [("4", -0.2), ("5", -1.6)]), (".", [(".", -0.1)]), ("5", [("5", -0.1)])])
+    )
+    assert (reading.value, reading.parse_failed) == ("", True)
+    assert "'4.5' continues past" in reading.details["parse_error"]

@@ -78,7 +78,9 @@ def test_every_profile_finishes_the_demo_evaluation_through_a_real_worker(celery
             )
         elif profile == "llama-cpp-python":
             # its 500 on json_schema (a validation error) makes the JSON rubric's run adapt once, no retries
-            adapted_runs = {run.rubric_version.rubric.kind: run.adaptations for run in runs if run.adaptations}
+            adapted_runs = {
+                run.rubric_version.rubric.kind: run.adaptations for run in runs if run.adaptations
+            }
             assert list(adapted_runs) == ["pairwise"], adapted_runs
             assert [a["parameter"] for a in adapted_runs["pairwise"]] == ["response_format"]
         else:
