@@ -41,6 +41,7 @@ from .models import CachedReply, JudgeCall, JudgeRun
 from .parameters import RunParameters
 from .parsing import Parsed, format_score, geval_score, parse_reply
 from .ratelimit import RateLimiter
+from .run_health import OVERLOAD_SECONDS, RunHealth, forget_health, health_of, request_shape
 
 BACKOFF_BASE_SECONDS = 0.25
 BACKOFF_CAP_SECONDS = 20.0
@@ -52,17 +53,12 @@ STATUS_CHECK_SECONDS = 0.5
 MAX_WAITING_CALLS = 4
 FLIP = {"A": "B", "B": "A", "SAME": "SAME"}
 MAX_ADAPTATIONS_PER_CALL = 4
-# A run whose first requests all fail to connect stops (nothing answered yet): after this many in a row,
-# or after this long since the first of them.
-CONNECT_FAILURES_TO_STOP = 20
-CONNECT_FAILURE_SECONDS = 60.0
 # A call whose request got the same server error this many times in a row is not sent again; when this
 # many calls of one kind of request in a row end so, the run stops (the others would too).
 SAME_SERVER_ERRORS_TO_STOP = 3
 SAME_ERROR_CALLS_TO_STOP = 2
-# An overloaded endpoint (429, 503, llama.cpp's full KV cache) gets half the requests at once for this long;
-# a call it turned away is sent again without using up one of its attempts, this many times at most.
-OVERLOAD_SECONDS = 30.0
+# A call an overloaded endpoint turned away is sent again without using up one of its attempts, this many
+# times at most (`run_health.RunHealth.overloaded` halves the requests at once meanwhile).
 MAX_FREE_OVERLOADS = 6
 # Behind a proxy that retries by itself (LiteLLM), Concord sends a call at most this many times.
 PROXY_MAX_ATTEMPTS = 2
@@ -317,7 +313,9 @@ def ask(
         ctx.limiter.acquire(tokens=estimated_tokens(request), should_stop=ctx.stopped)
         claim.attempts += 1
         try:
-            with health.sending(ctx.stopped):
+            if not health.wait_for_room(ctx.stopped):
+                raise RunStopped()
+            with health.sending():
                 reply = client.chat(
                     base_url=ctx.params.base_url,
                     api_key=ctx.credential.api_key,
@@ -357,97 +355,6 @@ def judged(ctx: LaneContext, health: RunHealth, error: client.TransientError) ->
             adapting.note_overload(run_id=ctx.run_id, cap=cap, seconds=OVERLOAD_SECONDS, error=error)
         return error
     return error
-
-
-class RunHealth:
-    """What this process's lanes of one run have seen of its endpoint: whether it ever answered (a run
-    whose first requests all fail to connect stops), server errors repeated for one kind of request, and
-    whether it is overloaded (then at most `allowed` requests at once here until `calm_at`)."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.answered = False
-        self.connect_failures = 0
-        self.first_failure_at: float | None = None
-        self.repeats: dict[str, tuple[str, int]] = {}  # request shape -> (error message, times in a row)
-        self.in_flight = 0
-        self.allowed: int | None = None
-        self.calm_at = 0.0
-        self.overload_noted = False
-
-    def answer(self, shape: str | None = None) -> None:
-        """The endpoint answered (with a reply, or for `shape` None an HTTP error)."""
-        with self.lock:
-            self.answered = True
-            if shape is not None:
-                self.repeats.pop(shape, None)
-
-    def connect_failed(self) -> bool:
-        """Count a failure to connect; True when the run should stop (nothing ever answered)."""
-        with self.lock:
-            if self.answered:
-                return False
-            now = time.monotonic()
-            self.first_failure_at = self.first_failure_at or now
-            self.connect_failures += 1
-            return (
-                self.connect_failures >= CONNECT_FAILURES_TO_STOP
-                or now - self.first_failure_at >= CONNECT_FAILURE_SECONDS
-            )
-
-    def repeated(self, shape: str, message: str) -> int:
-        """Count a call given up for repeating `message`; returns how many calls of this kind of request in
-        a row ended so (a reply for that kind resets it)."""
-        with self.lock:
-            last, count = self.repeats.get(shape, ("", 0))
-            count = count + 1 if last == message else 1
-            self.repeats[shape] = (message, count)
-            return count
-
-    def overloaded(self, lanes: int) -> int | None:
-        """Halve the requests at once here (from the lanes working, or the current cap) for OVERLOAD_SECONDS;
-        returns the new cap when it changed or was not yet said (for the run page)."""
-        with self.lock:
-            before = self.allowed if self.allowed is not None else max(lanes, self.in_flight, 1)
-            self.allowed = max(1, before // 2)
-            self.calm_at = time.monotonic() + OVERLOAD_SECONDS
-            if self.allowed < before or not self.overload_noted:
-                self.overload_noted = True
-                return self.allowed
-            return None
-
-    @contextmanager
-    def sending(self, should_stop: Callable[[], bool]) -> Iterator[None]:
-        """One request in flight, waiting first while the cap of an overloaded endpoint is reached."""
-        while True:
-            with self.lock:
-                if self.allowed is not None and time.monotonic() >= self.calm_at:
-                    self.allowed = None
-                if self.allowed is None or self.in_flight < self.allowed:
-                    self.in_flight += 1
-                    break
-            if should_stop():
-                raise RunStopped()
-            time.sleep(0.05)
-        try:
-            yield
-        finally:
-            with self.lock:
-                self.in_flight -= 1
-
-
-_health: dict[int, RunHealth] = {}
-
-
-def health_of(run_id: int) -> RunHealth:
-    with _retries_lock:
-        return _health.setdefault(run_id, RunHealth())
-
-
-def request_shape(request: dict[str, Any]) -> str:
-    """The parameters a request sends (not its prompt): requests of one shape meet the same refusals."""
-    kind = (request.get("response_format") or {}).get("type", "")
-    return ",".join(sorted(name for name in request if name not in ("messages", "seed"))) + f":{kind}"
 
 
 class Retries:
@@ -521,7 +428,7 @@ def run_retries(run_id: int) -> Iterator[Retries]:
             last = retries.lanes == 0
             if last:
                 del _retries[run_id]
-                _health.pop(run_id, None)
+                forget_health(run_id)
         if last:
             retries.release()
 
