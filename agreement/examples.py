@@ -126,6 +126,9 @@ def make_examples_version(
     )
     with transaction.atomic():
         version = edit_rubric(rubric=source.rubric, project=evaluation.project, changes=changes)
+        # Its label ("NAME vN + K examples") counts every example its prompt carries, the source's too.
+        version.example_count = source.example_count + len(chosen)
+        version.save(update_fields=["example_count"])
         JudgeOnlyVersion.objects.create(
             evaluation=evaluation, rubric_version=version, example_items=chosen, created_by=created_by
         )

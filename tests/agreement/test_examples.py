@@ -56,6 +56,7 @@ def test_examples_version_carries_the_items_before_the_dialog_and_is_ready_to_ru
     version = make_examples_version(evaluation=evaluation, run=run, item_ids=wanted[:2])
 
     assert version.number == 2 and version.rubric_id == run.version.rubric_id
+    assert version.label == f"{run.version.rubric.name} v2 + 2 examples" != run.version.label
     first = evaluation.dataset.items.get(pk=wanted[0])
     assert "Examples rated by people:" in version.prompt_template
     assert version.prompt_template.index(first.response["text"]) < version.prompt_template.index("{{Dialog}}")
@@ -85,6 +86,8 @@ def test_page_lists_candidates_and_a_posted_held_out_item_is_a_clear_error(resea
     assert response.status_code == 400 and "Held-out items can never be examples" in response.content.decode()
     response = researcher_client.post(url, {"run": run.key, "item": wanted[:1]})
     assert response.status_code == 302 and JudgeOnlyVersion.objects.count() == 1
+    made = JudgeOnlyVersion.objects.get().rubric_version
+    assert made.label.endswith("v2 + 1 example")
 
 
 def test_examples_block_goes_before_the_paragraph_of_the_first_placeholder():
