@@ -35,7 +35,10 @@ class Run:
         return f"{self.version.pk}:{self.rater.pk}"
 
     def __str__(self) -> str:
-        return f"{self.rater.name} on {self.version}"
+        # A judge run's rater name carries its version's label already.
+        if self.version.label in self.rater.name:
+            return self.rater.name
+        return f"{self.rater.name} on {self.version.label}"
 
 
 def runs_of(evaluation: Evaluation) -> list[Run]:

@@ -32,8 +32,8 @@ def evaluation(project):
 
 def test_runs_of_lists_each_model_on_each_version(evaluation):
     assert [str(run) for run in runs_of(evaluation)] == [
-        f"judge-a on {evaluation.rubric_versions.get()}",
-        f"judge-b on {evaluation.rubric_versions.get().rubric.name}@2",
+        f"judge-a on {evaluation.rubric_versions.get().label}",
+        f"judge-b on {evaluation.rubric_versions.get().rubric.name} v2",
     ]
 
 
