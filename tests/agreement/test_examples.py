@@ -1,5 +1,7 @@
 """Examples from disagreements: tune items only, a judge-only version ready to run, held-out items refused."""
 
+import re
+
 import numpy as np
 import pytest
 from django.core.exceptions import ValidationError
@@ -88,6 +90,11 @@ def test_page_lists_candidates_and_a_posted_held_out_item_is_a_clear_error(resea
     assert response.status_code == 302 and JudgeOnlyVersion.objects.count() == 1
     made = JudgeOnlyVersion.objects.get().rubric_version
     assert made.label.endswith("v2 + 1 example")
+    # The launch form it leads to ticks the new version alone, under a label of its own.
+    assert response.url.endswith(f"?version={made.pk}")
+    page = researcher_client.get(response.url).content.decode()
+    assert re.search(rf'value="{made.pk}" checked>\s*{re.escape(made.label)}</label>', page)
+    assert re.search(rf'value="{run.version.pk}">\s*{re.escape(run.version.label)}</label>', page)
 
 
 def test_examples_block_goes_before_the_paragraph_of_the_first_placeholder():
