@@ -179,7 +179,7 @@ def agreement_item(request: HttpRequest, slug: str, pk: int, item_pk: int) -> Ht
     )
     groups: dict[str, list[Rating]] = {}
     for rating in ratings:
-        groups.setdefault(str(rating.rubric_version), []).append(rating)
+        groups.setdefault(rating.rubric_version.label, []).append(rating)
     context = {
         "project": evaluation.project,
         "evaluation": evaluation,

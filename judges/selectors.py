@@ -1,13 +1,17 @@
-"""Reads for the judge pages: what each box of the launch form would run."""
+"""Reads for the judge pages: what each box of the launch form would run; the evaluation page's runs
+with their live counts."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Count, Q
 
 from evaluations.models import Evaluation
 from rubrics.models import RubricVersion
 
-from .models import Judge, JudgeRun
+from .models import Judge, JudgeCall, JudgeRun
 from .services import orders_for
 
 
@@ -44,3 +48,49 @@ def version_boxes(
             VersionBox(version, version.pk in checked, version.pk not in people, calls, earlier, again)
         )
     return boxes
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """A run on the evaluation page with its calls done and failed so far (the bar and the counts)."""
+
+    run: JudgeRun
+    done: int
+    failed: int
+
+    def _percent(self, count: int) -> float:
+        return round(100 * count / self.run.total_calls, 1) if self.run.total_calls else 0.0
+
+    @property
+    def done_percent(self) -> float:
+        return self._percent(self.done)
+
+    @property
+    def failed_percent(self) -> float:
+        return self._percent(self.failed)
+
+
+def evaluation_runs(evaluation: Evaluation) -> dict[str, Any]:
+    """The evaluation page's judge runs section: its runs, newest first, counted in one query."""
+    runs = list(evaluation.judge_runs.select_related("judge", "rubric_version__rubric", "rater"))
+    counts = {
+        row["run_id"]: row
+        for row in JudgeCall.objects.filter(run__evaluation=evaluation)
+        .values("run_id")
+        .annotate(
+            done=Count("id", filter=Q(status=JudgeCall.Status.DONE)),
+            failed=Count("id", filter=Q(status=JudgeCall.Status.FAILED)),
+        )
+        .order_by()
+    }
+    rows = [
+        RunRow(run, counts.get(run.pk, {}).get("done", 0), counts.get(run.pk, {}).get("failed", 0))
+        for run in runs
+    ]
+    return {
+        "evaluation": evaluation,
+        "project": evaluation.project,
+        "rows": rows,
+        # While any run is running the section polls itself, so counts and statuses change without a reload.
+        "active": any(run.is_active for run in runs),
+    }

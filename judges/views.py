@@ -315,14 +315,7 @@ def judge_run_resume(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 def evaluation_judge_runs(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     """The evaluation page's judge runs section alone: htmx polls it while any run is running."""
     evaluation = get_evaluation_for(request.user, slug, pk)
-    project = evaluation.project
-    runs = list(evaluation.judge_runs.select_related("judge", "rubric_version__rubric", "rater"))
-    context = {
-        "evaluation": evaluation,
-        "project": project,
-        "runs": runs,
-        "active": any(run.is_active for run in runs),
-    }
+    context = selectors.evaluation_runs(evaluation)
     response = render(request, "judges/_evaluation_judge_runs.html", context)
     if not context["active"]:  # the last poll: the page's summary counts the new model ratings
         response["HX-Trigger"] = "judge-runs-settled"
