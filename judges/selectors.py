@@ -73,8 +73,8 @@ class RunRow:
 def evaluation_runs(evaluation: Evaluation) -> dict[str, Any]:
     """The evaluation page's judge runs section: its runs, newest first, counted in one query."""
     runs = list(evaluation.judge_runs.select_related("judge", "rubric_version__rubric", "rater"))
-    counts = {
-        row["run_id"]: row
+    counts: dict[int, tuple[int, int]] = {
+        row["run_id"]: (row["done"], row["failed"])
         for row in JudgeCall.objects.filter(run__evaluation=evaluation)
         .values("run_id")
         .annotate(
@@ -83,10 +83,7 @@ def evaluation_runs(evaluation: Evaluation) -> dict[str, Any]:
         )
         .order_by()
     }
-    rows = [
-        RunRow(run, counts.get(run.pk, {}).get("done", 0), counts.get(run.pk, {}).get("failed", 0))
-        for run in runs
-    ]
+    rows = [RunRow(run, *counts.get(run.pk, (0, 0))) for run in runs]
     return {
         "evaluation": evaluation,
         "project": evaluation.project,

@@ -3,12 +3,14 @@ resume. Researchers only (projects.access)."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, cast
 
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
+from django.core import signing
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
@@ -73,6 +75,34 @@ def _test_before_saving(request: HttpRequest, form: JudgeForm, project: Project)
         return probing.test_connection(judge=judge) if mine else probing.STILL_TESTING
 
 
+TESTED_SALT = "judges.judge_create.tested"
+TESTED_MAX_AGE = 3600
+
+
+def _tested_token(judge: Judge, result: probing.ConnectionResult) -> str:
+    """What a passed test before saving found, signed, for the form to carry to its save."""
+    if not result.ok:
+        return ""
+    found = {"connection": list(_connection(judge)), "capabilities": result.capabilities,
+             "simulated": result.simulated, "at": timezone.now().isoformat()}  # fmt: skip
+    return signing.dumps(found, salt=TESTED_SALT)
+
+
+def _keep_test(judge: Judge, token: str) -> None:
+    """A judge saved with the very settings a test before saving passed keeps what the test found, so it
+    is not 'never tested' on the launch form; another endpoint, model or key keeps nothing."""
+    try:
+        found = signing.loads(token, salt=TESTED_SALT, max_age=TESTED_MAX_AGE) if token else None
+    except signing.BadSignature:
+        return
+    if not found or found["connection"] != list(_connection(judge)):
+        return
+    judge.capabilities = found["capabilities"]
+    judge.simulated = judge.simulated or found["simulated"]
+    judge.probed_at = judge.tested_at = datetime.fromisoformat(found["at"])
+    judge.test_error = ""
+
+
 @sensitive_post_parameters("api_key")  # a pasted key never shows in an error report
 @require_http_methods(["GET", "POST"])
 @login_required
@@ -87,11 +117,14 @@ def judge_create(request: HttpRequest, slug: str) -> HttpResponse:
     form = JudgeForm(request.POST or None, project=project)
     if request.method == "POST" and action == "test" and form.is_valid():
         result = _test_before_saving(request, form, project)
-        return render(request, "judges/judge_create.html", _form_context(project, form, result=result))
+        tested = _tested_token(form.instance, result)
+        context = _form_context(project, form, result=result, tested=tested)
+        return render(request, "judges/judge_create.html", context)
     if request.method == "POST" and action == "save" and form.is_valid():
         judge = form.save(commit=False)
         judge.project = project
         judge.created_by = cast(User, request.user)  # login_required
+        _keep_test(judge, request.POST.get("tested", ""))
         judge.save()
         messages.success(request, f"Judge {judge.name} created. Test its connection before a run.")
         return redirect("judge_detail", slug=project.slug, pk=judge.pk)

@@ -1,6 +1,8 @@
 """The new-judge form: grouped in the order it is filled, list prices offered with their date, and a
 connection test of the settings as filled in before anything is saved."""
 
+import re
+
 from django.urls import reverse
 
 from judges import prices
@@ -82,3 +84,19 @@ def test_saving_is_what_enter_does(researcher_client, project):
     form = page[page.index('<form method="post" action="/p/') :]
     first = form.index('type="submit"')
     assert 'name="action" value="save"' in form[first : first + 80]
+
+
+def test_a_judge_saved_as_tested_keeps_the_test_and_another_model_does_not(
+    researcher_client, project, fake_llm
+):
+    data = judge_form_data(base_url=fake_llm.base_url, model="fake-judge", credential=f"env:{TEST_KEY_ENV}")
+    page = _create(researcher_client, project, {**data, "action": "test"}).content.decode()
+    tested = re.search(r'name="tested" value="([^"]+)"', page).group(1)
+    _create(researcher_client, project, {**data, "tested": tested, "action": "save"})
+    judge = Judge.objects.get(name="gpt judge")
+    assert judge.probed_at is not None and judge.capabilities and judge.connection_warning == ""
+    other = {**data, "name": "other", "model": "fake-gpt", "tested": tested, "action": "save"}
+    _create(researcher_client, project, other)
+    assert Judge.objects.get(name="other").probed_at is None  # tested with another model: nothing kept
+    _create(researcher_client, project, {**data, "name": "forged", "tested": tested + "x", "action": "save"})
+    assert Judge.objects.get(name="forged").probed_at is None
