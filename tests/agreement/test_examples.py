@@ -103,3 +103,17 @@ def test_examples_block_goes_before_the_paragraph_of_the_first_placeholder():
         "Rate it.\n\nExamples rated by people:\n\nExample 1:\nX\nAnswer: 2\n\nDialog:\n{{Dialog}}\n\nScore:"
     )
     assert with_examples("Rate it.\n\nYour Turn:", ["X"]).endswith("Example 1:\nX\n\nYour Turn:")
+
+
+def test_a_built_in_rubric_can_get_examples_twice(evaluation):
+    """The first time makes the project's copy of the built-in; the second must not be refused as a second
+    copy of that name (a dead end of the iteration before)."""
+    (run,) = runs_of(evaluation)
+    run.version.rubric.project = None  # the evaluation's rubric as a built-in
+    run.version.rubric.save()
+    wanted, _ = _expected(evaluation)
+    first = make_examples_version(evaluation=evaluation, run=run, item_ids=wanted[:1])
+    second = make_examples_version(evaluation=evaluation, run=run, item_ids=wanted[1:3])
+    name = run.version.rubric.name
+    assert (first.label, second.label) == (f"{name} v1 + 1 example", f"{name} v2 + 2 examples")
+    assert first.rubric_id == second.rubric_id != run.version.rubric_id
