@@ -35,7 +35,10 @@ class Run:
         return f"{self.version.pk}:{self.rater.pk}"
 
     def __str__(self) -> str:
-        return f"{self.rater.name} on {self.version}"
+        # A judge run's rater name carries its version's label already.
+        if self.version.label in self.rater.name:
+            return self.rater.name
+        return f"{self.rater.name} on {self.version.label}"
 
 
 def runs_of(evaluation: Evaluation) -> list[Run]:
@@ -117,7 +120,7 @@ def compare_runs(*, evaluation: Evaluation, a: Run, b: Run, resamples: int = 100
         scores.append(np.abs(values - ref) if people_data.is_likert else (values == ref).astype(np.float64))
     held = held_out(evaluation.pk, items)
     parts = {"all": np.ones(items.shape[0], dtype=bool), TUNE: ~held, HELD_OUT: held}
-    return {
+    result = {
         "rubric": a.version.rubric.name,
         "kind": people_data.kind,
         "metric": "mae" if people_data.is_likert else "agreement_with_majority",
@@ -128,6 +131,40 @@ def compare_runs(*, evaluation: Evaluation, a: Run, b: Run, resamples: int = 100
             for name, mask in parts.items()
         },
     }
+    return {**result, "verdict": verdict(result)}
+
+
+def verdict(result: dict) -> str:
+    """One plain sentence: which run agrees better with the people, on the held-out items when there are
+    any (the tune items may have taught a prompt its answers), and whether the paired interval of the
+    difference leaves out 0 (beyond the uncertainty) or not (it may be chance)."""
+    name = HELD_OUT if result["parts"][HELD_OUT]["items"] else "all"
+    part = result["parts"][name]
+    n = part["items"]
+    where = f"on the {n} held-out item{'s' if n != 1 else ''}" if name == HELD_OUT else f"on all {n} items"
+    if not n:
+        return "No item has ratings from both runs and the people, so the runs cannot be compared yet."
+    mae = result["metric"] == "mae"
+    if part["difference"] == 0:
+        return f"Both runs agree equally well with the people {where}."
+    b_better = part["difference"] < 0 if mae else part["difference"] > 0
+    winner, loser = ("b", "a") if b_better else ("a", "b")
+    won, lost = part[winner], part[loser]
+    figures = (
+        f"mean absolute error {won:.3f} against {lost:.3f}"
+        if mae
+        else f"matches the people's majority on {won:.0%} of them against {lost:.0%}"
+    )
+    better = f"{result[winner]} agrees better with the people than {result[loser]} {where} ({figures})"
+    ci = part["difference_ci"]
+    if ci is None:
+        return f"{better}; too few items for an interval."
+    interval = f"the 95% interval of B − A, {ci[0]:.3f} to {ci[1]:.3f}"
+    if ci[0] <= 0 <= ci[1]:
+        return (
+            f"{better}, but the difference is within the uncertainty ({interval}, includes 0): maybe chance."
+        )
+    return f"{better}, beyond the uncertainty ({interval}, leaves out 0)."
 
 
 def paired_difference(a: np.ndarray, b: np.ndarray, *, resamples: int, seed: int) -> dict:

@@ -23,9 +23,9 @@ from agreement.split import held_out
 from agreement.tables import category_codes
 from datasets.models import Item
 from evaluations.models import Evaluation, JudgeOnlyVersion
-from rubrics.models import RubricVersion
+from rubrics.models import Rubric, RubricVersion
 from rubrics.rendering import PLACEHOLDER_RE, turn_lines
-from rubrics.services import VERSION_FIELDS, edit_rubric
+from rubrics.services import VERSION_FIELDS, edit_rubric, new_version
 
 
 @dataclass(frozen=True)
@@ -91,6 +91,16 @@ def with_examples(template: str, examples: list[str]) -> str:
     return f"{template[:start]}{block}\n\n{template[start:]}"
 
 
+def _project_copy(source: RubricVersion, evaluation: Evaluation) -> Rubric | None:
+    """The project's copy (same name) of a built-in rubric, where an earlier version was made: the next
+    examples version of the built-in goes there (a second copy of that name is refused)."""
+    if not source.rubric.is_builtin:
+        return None
+    return Rubric.objects.filter(
+        project=evaluation.project, copied_from__rubric=source.rubric, name__iexact=source.rubric.name
+    ).first()
+
+
 def make_examples_version(
     *, evaluation: Evaluation, run: Run, item_ids: list[int], created_by: User | None = None
 ) -> RubricVersion:
@@ -125,7 +135,14 @@ def make_examples_version(
         f"{evaluation.name} (tune items {names})."
     )
     with transaction.atomic():
-        version = edit_rubric(rubric=source.rubric, project=evaluation.project, changes=changes)
+        copy = _project_copy(source, evaluation)
+        if copy is not None:  # a built-in already copied here: its next version, not a second copy
+            version = new_version(copy, start_from=source, **changes)
+        else:
+            version = edit_rubric(rubric=source.rubric, project=evaluation.project, changes=changes)
+        # Its label ("NAME vN + K examples") counts every example its prompt carries, the source's too.
+        version.example_count = source.example_count + len(chosen)
+        version.save(update_fields=["example_count"])
         JudgeOnlyVersion.objects.create(
             evaluation=evaluation, rubric_version=version, example_items=chosen, created_by=created_by
         )

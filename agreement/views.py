@@ -12,10 +12,11 @@ from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods
 
-from agreement.compare import compare_runs, find_run, runs_of
+from agreement.compare import Run, compare_runs, find_run, runs_of
 from agreement.consistency import position_consistency, with_position_consistency
 from agreement.disagreements import neighbours, ranked_disagreements
 from agreement.examples import candidates, make_examples_version
@@ -27,6 +28,7 @@ from agreement.services import cached_report, report_for_page
 from config.htmx import HtmxHttpRequest
 from datasets.models import Item
 from evaluations.models import Evaluation, Rating
+from judges.models import JudgeRun
 from projects.access import get_evaluation_for
 from rubrics.models import RubricVersion
 
@@ -177,7 +179,7 @@ def agreement_item(request: HttpRequest, slug: str, pk: int, item_pk: int) -> Ht
     )
     groups: dict[str, list[Rating]] = {}
     for rating in ratings:
-        groups.setdefault(str(rating.rubric_version), []).append(rating)
+        groups.setdefault(rating.rubric_version.label, []).append(rating)
     context = {
         "project": evaluation.project,
         "evaluation": evaluation,
@@ -236,6 +238,16 @@ def compare_runs_page(request: HtmxHttpRequest, slug: str, pk: int) -> HttpRespo
     return render(request, f"{template}#comparison" if request.htmx else template, context, status=status)
 
 
+def launch_url(evaluation: Evaluation, version: RubricVersion, run: Run) -> str:
+    """The launch form with only the new version ticked, and the judge of the run it learnt from picked
+    (so its estimate shows at once) when that run was a judge's."""
+    url = reverse("judge_run_create", args=[evaluation.project.slug, evaluation.pk])
+    judge_run = JudgeRun.objects.filter(rater=run.rater, judge__archived=False).first()
+    if judge_run is None:
+        return f"{url}?{urlencode({'version': version.pk})}"
+    return f"{url}?{urlencode({'judge': judge_run.judge_id, 'rubric_versions': version.pk})}"
+
+
 @require_http_methods(["GET", "POST"])
 @login_required
 def examples_from_disagreements(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
@@ -255,10 +267,8 @@ def examples_from_disagreements(request: HttpRequest, slug: str, pk: int) -> Htt
         except (ValueError, ValidationError) as problem:
             error = "; ".join(problem.messages) if isinstance(problem, ValidationError) else "bad item id"
         else:
-            messages.success(
-                request, f"{version} made with {len(chosen)} examples: launch a judge run on it."
-            )
-            return redirect("judge_run_create", slug=evaluation.project.slug, pk=evaluation.pk)
+            messages.success(request, f"{version.label} made: launch a judge run on it.")
+            return redirect(launch_url(evaluation, version, run))
     elif request.method == "POST":
         error = "Choose a run."
     context = {

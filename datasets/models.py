@@ -1,3 +1,5 @@
+import re
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -61,6 +63,9 @@ class Item(models.Model):
         return self.baseline is not None
 
 
+_PROBLEM_VALUES = re.compile(r"'[^']*'|\"[^\"]*\"|“[^”]*”|\d+")
+
+
 class UploadJob(models.Model):
     """One browser upload: the stored file, its options, and how its validation and import went.
 
@@ -120,6 +125,30 @@ class UploadJob(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status in {self.Status.DONE, self.Status.FAILED}
+
+    @property
+    def same_problem(self) -> str:
+        """One line for a refusal whose listed problems are all one problem (the same field and message,
+        quoted values and numbers aside): a format mismatch, not 120 different mistakes."""
+        errors = (self.report or {}).get("errors") or []
+        if len(errors) < 3:
+            return ""
+        kinds = {(e.get("field") or "", _PROBLEM_VALUES.sub("…", e.get("message", ""))) for e in errors}
+        if len(kinds) != 1:
+            return ""
+        first = errors[0]
+        where = f"{first['field']}: " if first.get("field") else ""
+        lines = [e["line"] for e in errors if e.get("line")]
+        span = f" (lines {lines[0]} to {lines[-1]})" if len(lines) > 1 else ""
+        problem = f"{where}{first['message'].rstrip('.')}"
+        if self.error_count > len(errors):
+            return (
+                f"The first {len(errors)} of the {self.error_count:,} problems are the same{span}: {problem}."
+            )
+        return (
+            f"All {self.error_count:,} problems are the same{span}: {problem}. One problem on every line "
+            "usually means the file's format differs from the fields Concord reads."
+        )
 
     @property
     def percent(self) -> int:

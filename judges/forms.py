@@ -95,6 +95,65 @@ class JudgeForm(forms.ModelForm):
             "request_timeout",
         ]
 
+        labels = {
+            "name": "Name",
+            "endpoint": "Kind of endpoint",
+            "base_url": "Base URL",
+            "model": "Model",
+            "temperature": "Temperature",
+            "max_tokens": "Longest answer, in output tokens",
+            "reasoning_effort": "Reasoning effort",
+            "samples": "Answers per item",
+            "logprobs": "Score from token probabilities (logprobs)",
+            "position_swap": "Judge each pair in both orders",
+            "structured_output": "Ask for JSON output",
+            "requests_per_minute": "Requests per minute (0: no limit)",
+            "tokens_per_minute": "Tokens per minute (0: no limit)",
+            "concurrency": "Requests at once",
+            "price_input_per_million": "Price per million input tokens (USD)",
+            "price_output_per_million": "Price per million output tokens (USD)",
+            "cache_enabled": "Reuse the answer to an identical request (cache)",
+            "request_timeout": "Seconds before a request times out",
+        }
+        help_texts = {
+            "base_url": "The API's address, usually ending in /v1.",
+            "model": "The model's name there, e.g. gpt-4o-mini (fake-judge-1: the simulated model).",
+            "temperature": "Empty: none is sent (the endpoint's default).",
+            "price_input_per_million": "Empty: not set (estimates then show tokens, not a cost).",
+        }
+
+    # The form in the order a researcher fills it: where, which model, which key; the rest folded away.
+    GROUPS = (
+        ("Endpoint", False, ("name", "endpoint", "base_url")),
+        ("Model", False, ("model", "temperature", "max_tokens", "reasoning_effort")),
+        ("API key", False, ("credential", "api_key")),
+        (
+            "How it judges",
+            True,
+            ("samples", "logprobs", "position_swap", "structured_output", "cache_enabled"),
+        ),
+        (
+            "Limits and prices",
+            True,
+            (
+                "requests_per_minute",
+                "tokens_per_minute",
+                "concurrency",
+                "request_timeout",
+                "price_input_per_million",
+                "price_output_per_million",
+            ),
+        ),
+    )
+
+    def groups(self) -> list[tuple[str, bool, list[forms.BoundField]]]:
+        """(title, folded, fields); a folded group holding an error opens."""
+        out = []
+        for title, folded, names in self.GROUPS:
+            fields = [self[name] for name in names]
+            out.append((title, folded and not any(field.errors for field in fields), fields))
+        return out
+
     def __init__(self, *args: Any, project: Project | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.project = project
@@ -126,6 +185,10 @@ class JudgeForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
+        names = ("price_input_per_million", "price_output_per_million")
+        unset = [name for name in names if cleaned.get(name) is None and not self.has_error(name)]
+        if len(unset) == 1 and not any(self.has_error(name) for name in names):
+            self.add_error(unset[0], "Give both prices, or leave both empty (prices not set).")
         choice, pasted = cleaned.get("credential"), cleaned.get("api_key") or ""
         if pasted and choice != KEY_CHOICE_PASTED:
             self.add_error("credential", "You pasted a key: choose “A key pasted below” to use it.")
@@ -212,11 +275,17 @@ class ReplaceKeyForm(forms.Form):
         return cleaned
 
 
+class VersionChoiceField(forms.ModelMultipleChoiceField):
+    def label_from_instance(self, obj: Any) -> str:
+        return obj.label  # NAME@N alone names a built-in and its project copy alike
+
+
 class RunChoiceForm(forms.Form):
-    """Pick the judge and the rubric versions (all of the evaluation's, by default) of new runs."""
+    """Pick the judge and the rubric versions (all of the evaluation's, by default; `preselect` instead,
+    e.g. the version just made from disagreements) of new runs."""
 
     judge: forms.ModelChoiceField = forms.ModelChoiceField(queryset=Judge.objects.none())
-    rubric_versions: forms.ModelMultipleChoiceField = forms.ModelMultipleChoiceField(
+    rubric_versions: forms.ModelMultipleChoiceField = VersionChoiceField(
         queryset=RubricVersion.objects.none(),
         label="Rubric versions",
         widget=forms.CheckboxSelectMultiple,
@@ -230,7 +299,9 @@ class RunChoiceForm(forms.Form):
         "implements it).",
     )
 
-    def __init__(self, *args: Any, evaluation: Evaluation, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, evaluation: Evaluation, preselect: list[int] | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         judges = Judge.objects.filter(project=evaluation.project, archived=False)
         judge = cast(forms.ModelChoiceField, self.fields["judge"])
@@ -245,6 +316,26 @@ class RunChoiceForm(forms.Form):
             evaluation.judge_versions().select_related("rubric").order_by("rubric__name", "number")
         )
         field.initial = [version.pk for version in versions]
+        chosen = [pk for pk in preselect or [] if field.queryset.filter(pk=pk).exists()]
+        if chosen:
+            field.initial = chosen
+
+    def versions(self) -> list[RubricVersion]:
+        return list(cast(forms.ModelMultipleChoiceField, self.fields["rubric_versions"]).queryset or [])
+
+    def picked_judge(self) -> Judge | None:
+        """The judge the page shows picked (the data's when bound, else the initial one), if it is one."""
+        picked = self["judge"].value() if self.is_bound else self.fields["judge"].initial
+        judges = cast(forms.ModelChoiceField, self.fields["judge"]).queryset
+        return judges.filter(pk=picked).first() if judges is not None and str(picked).isdigit() else None
+
+    def checked_versions(self) -> set[int]:
+        """The versions whose boxes are ticked as the page shows them (data when bound, else initial)."""
+        if self.is_bound:
+            values = self.data.getlist("rubric_versions") if hasattr(self.data, "getlist") else []
+        else:
+            values = self.fields["rubric_versions"].initial or []
+        return {int(value) for value in values if str(value).isdigit()}
 
     def clean_rubric_versions(self) -> list[RubricVersion]:
         """One run per version, in the order the page lists them."""

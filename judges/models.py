@@ -27,6 +27,18 @@ def default_request_timeout() -> float:
     return settings.LLM_REQUEST_TIMEOUT
 
 
+def price_field(label: str) -> models.DecimalField:
+    return models.DecimalField(
+        label,
+        max_digits=10,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        default=None,
+        validators=[MinValueValidator(Decimal("0"))],
+    )
+
+
 class Judge(models.Model):
     """An OpenAI-compatible endpoint, model and parameters. Its API key is a server credential the operator
     declared (`api_key_env`, the variable's name), or a key a researcher pasted (stored encrypted, shown
@@ -71,12 +83,9 @@ class Judge(models.Model):
         default=8,
         help_text="Requests in flight at once, across workers; a call waiting to be retried takes no slot.",
     )
-    price_input_per_million = models.DecimalField(
-        max_digits=10, decimal_places=4, default=Decimal("0"), validators=[MinValueValidator(Decimal("0"))]
-    )
-    price_output_per_million = models.DecimalField(
-        max_digits=10, decimal_places=4, default=Decimal("0"), validators=[MinValueValidator(Decimal("0"))]
-    )
+    # Unset (None) until someone gives them: an estimate then shows tokens and "prices not set", never 0 USD.
+    price_input_per_million = price_field("price per million input tokens (USD)")
+    price_output_per_million = price_field("price per million output tokens (USD)")
     cache_enabled = models.BooleanField(
         "cache", default=True, help_text="Answer identical calls from the cache."
     )
@@ -103,6 +112,15 @@ class Judge(models.Model):
         default=dict, blank=True, help_text="What the endpoint accepted in the last connection test."
     )
     probed_at = models.DateTimeField(null=True, blank=True, help_text="When the connection test last ran.")
+    tested_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the last connection test from its page ended, passed or not."
+    )
+    test_error = models.TextField(blank=True, help_text="Why that test failed; empty when it passed.")
+    edited_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When someone last changed its settings or key (a test older is stale).",
+    )
     archived = models.BooleanField(
         default=False, help_text="Hidden from new runs; kept because runs used it (for their reports)."
     )
@@ -126,8 +144,14 @@ class Judge(models.Model):
                 name="judge_temperature_0_to_2",
             ),
             models.CheckConstraint(
-                condition=models.Q(price_input_per_million__gte=0, price_output_per_million__gte=0),
-                name="judge_prices_not_negative",
+                condition=(
+                    models.Q(price_input_per_million__isnull=True) | models.Q(price_input_per_million__gte=0)
+                )
+                & (
+                    models.Q(price_output_per_million__isnull=True)
+                    | models.Q(price_output_per_million__gte=0)
+                ),
+                name="judge_prices_unset_or_not_negative",
             ),
             models.CheckConstraint(
                 condition=models.Q(api_key_env="") | models.Q(api_key_encrypted=""),
@@ -152,6 +176,29 @@ class Judge(models.Model):
     def is_simulated(self) -> bool:
         """Concord's fake server only serves models named fake-*, so the name alone marks them."""
         return self.simulated or self.model.startswith(SIMULATED_MODEL_PREFIX)
+
+    @property
+    def prices_set(self) -> bool:
+        return self.price_input_per_million is not None and self.price_output_per_million is not None
+
+    @property
+    def connection_warning(self) -> str:
+        """A sentence for the launch form when the last connection test does not vouch for these settings."""
+        if self.test_error and self.tested_at:
+            return (
+                f"The last connection test of judge {self.name} ({self.tested_at:%Y-%m-%d %H:%M} UTC) "
+                f"failed: {self.test_error.rstrip('.')}. Its runs would likely fail too: test it again on "
+                "the judge's page."
+            )
+        tested = max((t for t in (self.probed_at, self.tested_at) if t is not None), default=None)
+        if tested is None:
+            return f"Judge {self.name}'s connection has not been tested: test it on the judge's page first."
+        if self.edited_at and self.edited_at > tested:
+            return (
+                f"Judge {self.name} was edited ({self.edited_at:%Y-%m-%d %H:%M} UTC) after its last "
+                f"connection test ({tested:%Y-%m-%d %H:%M} UTC): test it again on the judge's page."
+            )
+        return ""
 
     @property
     def credential_source(self) -> str:

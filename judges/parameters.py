@@ -25,8 +25,9 @@ class RunParameters:
     requests_per_minute: int = 0
     tokens_per_minute: int = 0
     concurrency: int = 1
-    price_input_per_million: Decimal = Decimal(0)
-    price_output_per_million: Decimal = Decimal(0)
+    # None: the judge had no prices (its cost is unknown, never 0)
+    price_input_per_million: Decimal | None = Decimal(0)
+    price_output_per_million: Decimal | None = Decimal(0)
     cache_enabled: bool = True
     request_timeout: float = 60.0
     simulated: bool = False
@@ -44,12 +45,14 @@ class RunParameters:
             name = data.get("api_key_env") or ""
             values["credential"] = credentials.ENV_PREFIX + name if name else credentials.NO_KEY
         for price in ("price_input_per_million", "price_output_per_million"):
-            values[price] = Decimal(str(values.get(price, 0)))
+            stored = values.get(price, 0)
+            values[price] = None if stored is None else Decimal(str(stored))
         values["capabilities"] = dict(values.get("capabilities") or {})
         return cls(**values)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        data["price_input_per_million"] = str(self.price_input_per_million)
-        data["price_output_per_million"] = str(self.price_output_per_million)
+        for price in ("price_input_per_million", "price_output_per_million"):
+            value = getattr(self, price)
+            data[price] = None if value is None else str(value)
         return data

@@ -279,13 +279,16 @@ def _test_connection(judge: Judge) -> ConnectionResult:
         "family": family.key,
         "batch": batch,
     }
-    Judge.objects.filter(pk=judge.pk).update(
-        capabilities=capabilities,
-        probed_at=timezone.now(),
-        simulated=judge.simulated or simulated,
-        concurrency=concurrency,
-    )
-    judge.refresh_from_db()
+    if judge.pk is not None:  # else the new-judge form's test before saving: nothing to store yet
+        Judge.objects.filter(pk=judge.pk).update(
+            capabilities=capabilities,
+            probed_at=timezone.now(),
+            simulated=judge.simulated or simulated,
+            concurrency=concurrency,
+        )
+        judge.refresh_from_db()
+    else:
+        judge.concurrency = concurrency
     text = reply.content if reply.content is not None else reply.refusal
     return ConnectionResult(
         True,

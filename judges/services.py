@@ -72,13 +72,21 @@ ASSUMED_LATENCY_MS = 2000
 EXPECTED_REASONING_TOKENS = {"minimal": 0, "low": 150, "": 500, "medium": 500, "high": 1500}
 
 
+PRICES_NOT_SET = "prices not set"
+
+
+def cost_text(cost: Decimal | None, currency: str = CURRENCY) -> str:
+    """ "0.1234 USD", or "prices not set" for a judge without prices (never a 0 that looks like a price)."""
+    return PRICES_NOT_SET if cost is None else f"{cost} {currency}"
+
+
 @dataclass(frozen=True)
 class Estimate:
     items: int
     calls: int
     prompt_tokens: int
     completion_tokens: int  # includes reasoning tokens, billed as output
-    cost: Decimal
+    cost: Decimal | None  # None: the judge has no prices (shown as tokens and "prices not set")
     api_key_present: bool
     reasoning_tokens: int = 0
     duration_seconds: float = 0.0
@@ -95,6 +103,10 @@ class Estimate:
     @property
     def tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def cost_text(self) -> str:
+        return cost_text(self.cost, self.currency)
 
     @property
     def duration(self) -> str:
@@ -120,9 +132,12 @@ def expected_duration(
 
 def cost_of(
     params: RunParameters, *, prompt_tokens: int, completion_tokens: int, batch: bool = False
-) -> Decimal:
-    """At the judge's prices per million tokens; through the Batch API at half of them."""
+) -> Decimal | None:
+    """At the judge's prices per million tokens; through the Batch API at half of them. None when the
+    judge has no prices: unknown, never 0."""
     price_in, price_out = params.price_input_per_million, params.price_output_per_million
+    if price_in is None or price_out is None:
+        return None
     total = (price_in * prompt_tokens + price_out * completion_tokens) / Decimal(1_000_000)
     return batches.batch_cost(total) if batch else total.quantize(Decimal("0.0001"))
 
@@ -229,7 +244,7 @@ def launch_run(
     orders = orders_for(params, rubric_version)
     with transaction.atomic():
         sequence = JudgeRun.objects.filter(judge=judge).count() + 1
-        name = f"{judge.name} · {rubric_version} · run {sequence}"
+        name = f"{judge.name} · {rubric_version.label} · run {sequence}"
         try:
             with transaction.atomic():
                 rater = Rater.objects.create(project=evaluation.project, name=name, kind=Rater.Kind.MODEL)
@@ -324,6 +339,11 @@ def estimate_runs(
     return estimates
 
 
+def sum_costs(costs: list[Decimal | None]) -> Decimal | None:
+    """The sum, or None when any part is unknown (a total that left it out would look complete)."""
+    return None if any(cost is None for cost in costs) else sum((c or Decimal(0) for c in costs), Decimal(0))
+
+
 def total_estimate(estimates: list[Estimate]) -> Estimate:
     """The sum of several runs' estimates (items: the most any one run judges)."""
     return Estimate(
@@ -331,7 +351,7 @@ def total_estimate(estimates: list[Estimate]) -> Estimate:
         calls=sum(e.calls for e in estimates),
         prompt_tokens=sum(e.prompt_tokens for e in estimates),
         completion_tokens=sum(e.completion_tokens for e in estimates),
-        cost=sum((e.cost for e in estimates), Decimal(0)),
+        cost=sum_costs([e.cost for e in estimates]),
         api_key_present=all(e.api_key_present for e in estimates),
         reasoning_tokens=sum(e.reasoning_tokens for e in estimates),
         # Runs of one launch share the judge's concurrency and limits: they take about the sum.
@@ -653,7 +673,7 @@ class RunProgress:
     claimed: int
     prompt_tokens: int
     completion_tokens: int
-    cost: Decimal
+    cost: Decimal | None  # None: the run's judge had no prices
     cached: int
     parse_failures: int
     logprobs_missing: int
@@ -661,6 +681,10 @@ class RunProgress:
     consistency_pairs: int
     consistent_pairs: int
     reasoning_tokens: int = 0  # part of completion_tokens (billed as output)
+
+    @property
+    def cost_text(self) -> str:
+        return cost_text(self.cost)
 
     @property
     def finished(self) -> int:
@@ -724,10 +748,16 @@ def run_progress(run: JudgeRun) -> RunProgress:
         claimed=stats["claimed"],
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
-        cost=cost_of(
-            params, prompt_tokens=prompt_tokens - batch_in, completion_tokens=completion_tokens - batch_out
-        )
-        + cost_of(params, prompt_tokens=batch_in, completion_tokens=batch_out, batch=True),
+        cost=sum_costs(
+            [
+                cost_of(
+                    params,
+                    prompt_tokens=prompt_tokens - batch_in,
+                    completion_tokens=completion_tokens - batch_out,
+                ),
+                cost_of(params, prompt_tokens=batch_in, completion_tokens=batch_out, batch=True),
+            ]
+        ),
         cached=stats["cached"],
         parse_failures=stats["parse_failures"],
         logprobs_missing=stats["logprobs_missing"],

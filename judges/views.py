@@ -3,22 +3,27 @@ resume. Researchers only (projects.access)."""
 
 from __future__ import annotations
 
-from typing import cast
+from datetime import datetime
+from typing import Any, cast
 
+from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
+from django.core import signing
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from config.htmx import SignedInHtmxRequest
 from projects.access import RESEARCHER, get_evaluation_for, get_judge_run_for, get_project_for
+from projects.models import Project
 
-from . import probing, services
+from . import credentials, prices, probing, selectors, services
 from .credentials import can_store_keys
 from .forms import JudgeForm, ReplaceKeyForm, RunChoiceForm
 from .models import Judge, JudgeCall, JudgeRun
@@ -34,20 +39,96 @@ def judge_list(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "judges/judge_list.html", {"project": project, "judges": judges})
 
 
+def _form_context(project: Project, form: JudgeForm, **extra: Any) -> dict[str, Any]:
+    return {"project": project, "form": form, "list_prices": prices.LIST_PRICES, "prices_date": prices.DATE,
+            "prices_source": prices.SOURCE, **extra}  # fmt: skip
+
+
+def _with_list_prices(data: QueryDict, project: Project) -> tuple[JudgeForm, str]:
+    """The form as filled in, unsaved and not yet checked, with the model's list prices in its price boxes."""
+    found = prices.list_price(data.get("model", ""))
+    initial: dict[str, Any] = {name: data.get(name) for name in JudgeForm.base_fields if name != "api_key"}
+    for name, field in JudgeForm.base_fields.items():
+        if isinstance(field, forms.BooleanField):  # an unticked box is absent from the data
+            initial[name] = name in data
+    if found is None:
+        note = (
+            f"No list price known for model {data.get('model', '')!r}: type its prices, or leave them empty."
+        )
+    else:
+        listed, initial["price_input_per_million"], initial["price_output_per_million"] = found
+        note = f"List prices of {listed} on {prices.DATE} filled in: check them against your contract."
+    return JudgeForm(initial=initial, project=project), note
+
+
+def _test_before_saving(request: HttpRequest, form: JudgeForm, project: Project) -> probing.ConnectionResult:
+    """The connection test (judges.probing) on the settings as filled in; nothing is stored."""
+    if form.cleaned_data["credential"] == credentials.PASTED:
+        return probing.ConnectionResult(
+            False,
+            "A pasted key is stored only when the judge is saved: "
+            "create the judge, then test it on its page.",
+        )
+    judge = form.save(commit=False)
+    judge.project = project
+    with probing.one_test_at_a_time(request.user, project) as mine:
+        return probing.test_connection(judge=judge) if mine else probing.STILL_TESTING
+
+
+TESTED_SALT = "judges.judge_create.tested"
+TESTED_MAX_AGE = 3600
+
+
+def _tested_token(judge: Judge, result: probing.ConnectionResult) -> str:
+    """What a passed test before saving found, signed, for the form to carry to its save."""
+    if not result.ok:
+        return ""
+    found = {"connection": list(_connection(judge)), "capabilities": result.capabilities,
+             "simulated": result.simulated, "at": timezone.now().isoformat()}  # fmt: skip
+    return signing.dumps(found, salt=TESTED_SALT)
+
+
+def _keep_test(judge: Judge, token: str) -> None:
+    """A judge saved with the very settings a test before saving passed keeps what the test found, so it
+    is not 'never tested' on the launch form; another endpoint, model or key keeps nothing."""
+    try:
+        found = signing.loads(token, salt=TESTED_SALT, max_age=TESTED_MAX_AGE) if token else None
+    except signing.BadSignature:
+        return
+    if not found or found["connection"] != list(_connection(judge)):
+        return
+    judge.capabilities = found["capabilities"]
+    judge.simulated = judge.simulated or found["simulated"]
+    judge.probed_at = judge.tested_at = datetime.fromisoformat(found["at"])
+    judge.test_error = ""
+
+
 @sensitive_post_parameters("api_key")  # a pasted key never shows in an error report
 @require_http_methods(["GET", "POST"])
 @login_required
 def judge_create(request: HttpRequest, slug: str) -> HttpResponse:
+    """The new-judge form. Its buttons: create, fill in the model's list prices, or test the connection
+    with the settings as filled in, before anything is saved."""
     project = get_project_for(request.user, slug, role=RESEARCHER)
+    action = request.POST.get("action", "save")
+    if request.method == "POST" and action == "prices":
+        form, note = _with_list_prices(request.POST, project)
+        return render(request, "judges/judge_create.html", _form_context(project, form, price_note=note))
     form = JudgeForm(request.POST or None, project=project)
-    if request.method == "POST" and form.is_valid():
+    if request.method == "POST" and action == "test" and form.is_valid():
+        result = _test_before_saving(request, form, project)
+        tested = _tested_token(form.instance, result)
+        context = _form_context(project, form, result=result, tested=tested)
+        return render(request, "judges/judge_create.html", context)
+    if request.method == "POST" and action == "save" and form.is_valid():
         judge = form.save(commit=False)
         judge.project = project
         judge.created_by = cast(User, request.user)  # login_required
+        _keep_test(judge, request.POST.get("tested", ""))
         judge.save()
         messages.success(request, f"Judge {judge.name} created. Test its connection before a run.")
         return redirect("judge_detail", slug=project.slug, pk=judge.pk)
-    return render(request, "judges/judge_create.html", {"project": project, "form": form})
+    return render(request, "judges/judge_create.html", _form_context(project, form))
 
 
 KEY_FIELDS = ("api_key_env", "api_key_encrypted", "api_key_hint", "api_key_version")
@@ -72,11 +153,13 @@ def judge_edit(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         judge = form.save(commit=False)
         if _connection(judge) != before:
             judge.capabilities, judge.probed_at = {}, None
+        if form.has_changed():  # a connection test from before no longer vouches for these settings
+            judge.edited_at = timezone.now()
         judge.archived = False
         judge.save()
         messages.success(request, f"Judge {judge.name} saved; runs launched from now on use these settings.")
         return redirect("judge_detail", slug=project.slug, pk=judge.pk)
-    return render(request, "judges/judge_create.html", {"project": project, "form": form, "judge": judge})
+    return render(request, "judges/judge_create.html", _form_context(project, form, judge=judge))
 
 
 @require_POST
@@ -118,7 +201,8 @@ def judge_replace_key(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     if form.is_valid():
         judge.set_pasted_key(form.cleaned_data["api_key"])
         judge.capabilities, judge.probed_at = {}, None  # another key may reach another account's models
-        judge.save(update_fields=[*KEY_FIELDS, "capabilities", "probed_at"])
+        judge.edited_at = timezone.now()
+        judge.save(update_fields=[*KEY_FIELDS, "capabilities", "probed_at", "edited_at"])
         messages.success(request, f"Key replaced: the judge now uses the pasted key {judge.api_key_hint}.")
         return redirect("judge_detail", slug=project.slug, pk=judge.pk)
     runs = judge.runs.select_related("evaluation", "rubric_version__rubric")
@@ -133,6 +217,9 @@ def judge_test_connection(request: SignedInHtmxRequest, slug: str, pk: int) -> H
     judge = get_object_or_404(Judge, project=project, pk=pk)
     with probing.one_test_at_a_time(request.user, project) as mine:
         result = probing.test_connection(judge=judge) if mine else probing.STILL_TESTING
+    if not result.still_running:  # the launch form warns about a failed or stale test
+        judge.tested_at, judge.test_error = timezone.now(), "" if result.ok else result.message
+        judge.save(update_fields=["tested_at", "test_error"])
     runs = judge.runs.select_related("evaluation", "rubric_version__rubric")
     context = {
         "project": project,
@@ -153,8 +240,15 @@ def judge_run_create(request: SignedInHtmxRequest, slug: str, pk: int) -> HttpRe
     evaluation = get_evaluation_for(request.user, slug, pk)
     project = evaluation.project
     data = request.POST if request.method == "POST" else (request.GET if "judge" in request.GET else None)
-    form = RunChoiceForm(data, evaluation=evaluation)
-    context = {"project": project, "evaluation": evaluation, "form": form, "estimates": None}
+    preselect = [int(v) for v in request.GET.getlist("version") if v.isdigit()]
+    form = RunChoiceForm(data, evaluation=evaluation, preselect=preselect)
+    boxes = selectors.version_boxes(
+        evaluation=evaluation,
+        versions=form.versions(),
+        checked=form.checked_versions(),
+        judge=form.picked_judge(),
+    )
+    context = {"project": project, "evaluation": evaluation, "form": form, "estimates": None, "boxes": boxes}
     if form.is_bound and form.is_valid():
         judge, versions = form.cleaned_data["judge"], form.cleaned_data["rubric_versions"]
         batch = form.cleaned_data["batch"]
@@ -254,14 +348,7 @@ def judge_run_resume(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 def evaluation_judge_runs(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     """The evaluation page's judge runs section alone: htmx polls it while any run is running."""
     evaluation = get_evaluation_for(request.user, slug, pk)
-    project = evaluation.project
-    runs = list(evaluation.judge_runs.select_related("judge", "rubric_version__rubric", "rater"))
-    context = {
-        "evaluation": evaluation,
-        "project": project,
-        "runs": runs,
-        "active": any(run.is_active for run in runs),
-    }
+    context = selectors.evaluation_runs(evaluation)
     response = render(request, "judges/_evaluation_judge_runs.html", context)
     if not context["active"]:  # the last poll: the page's summary counts the new model ratings
         response["HX-Trigger"] = "judge-runs-settled"

@@ -78,6 +78,9 @@ class RubricVersion(models.Model):
     target = models.CharField(max_length=20, choices=Target.choices, default=Target.LAST_TURN)
     output_format = models.CharField(max_length=20, choices=OutputFormat.choices, default=OutputFormat.SCORE)
     explanation_required = models.BooleanField(default=False)
+    example_count = models.PositiveIntegerField(
+        default=0, help_text="Items from disagreements its prompt shows as examples (agreement.examples)."
+    )
     notes = models.TextField(blank=True, help_text="What import changed, e.g. repaired mojibake.")
     created = models.DateTimeField(auto_now_add=True)
 
@@ -90,6 +93,17 @@ class RubricVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.rubric.name}@{self.number}"
+
+    @property
+    def label(self) -> str:
+        """The name pages, run names and exports show: unlike str() (NAME@N), it tells apart a built-in's
+        version and a project copy's (same name, numbered from 1) and says which prompt carries examples."""
+        label = f"{self.rubric.name} v{self.number}"
+        if self.example_count:
+            return f"{label} + {self.example_count} example{'' if self.example_count == 1 else 's'}"
+        if self.rubric.copied_from_id is not None:
+            return f"{label} (project copy)"
+        return label
 
     @property
     def kind(self) -> str:

@@ -6,18 +6,11 @@ from django import template
 from django.template import Context
 
 from evaluations.models import Evaluation
+from judges import selectors
 
 register = template.Library()
 
 
 @register.inclusion_tag("judges/_evaluation_judge_runs.html", takes_context=True)
 def evaluation_judge_runs(context: Context, evaluation: Evaluation) -> dict[str, Any]:
-    runs = list(evaluation.judge_runs.select_related("judge", "rubric_version__rubric", "rater"))
-    return {
-        "evaluation": evaluation,
-        "project": evaluation.project,
-        "runs": runs,
-        # While any run is running the section polls itself, so statuses change without a reload.
-        "active": any(run.is_active for run in runs),
-        "request": context.get("request"),
-    }
+    return {**selectors.evaluation_runs(evaluation), "request": context.get("request")}

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from django.urls import reverse
 
-from agreement.compare import compare_runs, find_run, paired_difference, runs_of
+from agreement.compare import compare_runs, find_run, paired_difference, runs_of, verdict
 from agreement.split import held_out
 from rubrics.services import new_version
 from tests.agreement.helpers import add_ratings, make_rated_evaluation
@@ -32,8 +32,8 @@ def evaluation(project):
 
 def test_runs_of_lists_each_model_on_each_version(evaluation):
     assert [str(run) for run in runs_of(evaluation)] == [
-        f"judge-a on {evaluation.rubric_versions.get()}",
-        f"judge-b on {evaluation.rubric_versions.get().rubric.name}@2",
+        f"judge-a on {evaluation.rubric_versions.get().label}",
+        f"judge-b on {evaluation.rubric_versions.get().rubric.name} v2",
     ]
 
 
@@ -74,3 +74,35 @@ def test_compare_page_shows_the_difference_and_refuses_an_unknown_run(researcher
     assert htmx.status_code == 200 and "no model run" in htmx.content.decode()
     with pytest.raises(ValueError):
         find_run([a, b], "1:2:3")
+
+
+def _result(metric, a, b, ci, items=40, held=20):
+    part = {"items": held, "a": a, "b": b, "difference": b - a, "difference_ci": ci}
+    other = {"items": items, "a": a, "b": b, "difference": b - a, "difference_ci": ci}
+    return {"metric": metric, "a": "judge-a on R v1", "b": "judge-a on R v2 + 6 examples",
+            "parts": {"all": other, "tune": other, "held_out": part}}  # fmt: skip
+
+
+def test_the_verdict_names_the_better_run_on_held_out_items_and_whether_it_may_be_chance():
+    sure = verdict(_result("agreement_with_majority", 0.6, 0.8, [0.05, 0.35]))
+    assert sure == (
+        "judge-a on R v2 + 6 examples agrees better with the people than judge-a on R v1 on the 20 held-out "
+        "items (matches the people's majority on 80% of them against 60%), beyond the uncertainty (the 95% "
+        "interval of B − A, 0.050 to 0.350, leaves out 0)."
+    )
+    chance = verdict(_result("mae", 0.5, 0.7, [-0.1, 0.5]))  # B's error is larger: A is better
+    assert chance.startswith(
+        "judge-a on R v1 agrees better with the people than judge-a on R v2 + 6 examples"
+    )
+    assert "mean absolute error 0.500 against 0.700" in chance and "within the uncertainty" in chance
+    assert "on all 40 items" in verdict(
+        _result("mae", 0.5, 0.4, [-0.2, -0.01], held=0)
+        | {"parts": {**_result("mae", 0.5, 0.4, [-0.2, -0.01])["parts"], "held_out": {"items": 0}}}
+    )
+
+
+def test_the_compare_page_says_its_verdict(researcher_client, evaluation):
+    a, b = runs_of(evaluation)
+    url = reverse("compare_runs", args=[evaluation.project.slug, evaluation.pk])
+    page = researcher_client.get(url, {"a": a.key, "b": b.key}).content.decode()
+    assert 'id="compare-verdict"' in page and "agrees better with the people than" in page

@@ -1,5 +1,7 @@
 """Examples from disagreements: tune items only, a judge-only version ready to run, held-out items refused."""
 
+import re
+
 import numpy as np
 import pytest
 from django.core.exceptions import ValidationError
@@ -56,6 +58,7 @@ def test_examples_version_carries_the_items_before_the_dialog_and_is_ready_to_ru
     version = make_examples_version(evaluation=evaluation, run=run, item_ids=wanted[:2])
 
     assert version.number == 2 and version.rubric_id == run.version.rubric_id
+    assert version.label == f"{run.version.rubric.name} v2 + 2 examples" != run.version.label
     first = evaluation.dataset.items.get(pk=wanted[0])
     assert "Examples rated by people:" in version.prompt_template
     assert version.prompt_template.index(first.response["text"]) < version.prompt_template.index("{{Dialog}}")
@@ -85,6 +88,13 @@ def test_page_lists_candidates_and_a_posted_held_out_item_is_a_clear_error(resea
     assert response.status_code == 400 and "Held-out items can never be examples" in response.content.decode()
     response = researcher_client.post(url, {"run": run.key, "item": wanted[:1]})
     assert response.status_code == 302 and JudgeOnlyVersion.objects.count() == 1
+    made = JudgeOnlyVersion.objects.get().rubric_version
+    assert made.label.endswith("v2 + 1 example")
+    # The launch form it leads to ticks the new version alone, under a label of its own.
+    assert response.url.endswith(f"?version={made.pk}")
+    page = researcher_client.get(response.url).content.decode()
+    assert re.search(rf'value="{made.pk}" checked>\s*{re.escape(made.label)}</label>', page)
+    assert re.search(rf'value="{run.version.pk}">\s*{re.escape(run.version.label)}</label>', page)
 
 
 def test_examples_block_goes_before_the_paragraph_of_the_first_placeholder():
@@ -93,3 +103,17 @@ def test_examples_block_goes_before_the_paragraph_of_the_first_placeholder():
         "Rate it.\n\nExamples rated by people:\n\nExample 1:\nX\nAnswer: 2\n\nDialog:\n{{Dialog}}\n\nScore:"
     )
     assert with_examples("Rate it.\n\nYour Turn:", ["X"]).endswith("Example 1:\nX\n\nYour Turn:")
+
+
+def test_a_built_in_rubric_can_get_examples_twice(evaluation):
+    """The first time makes the project's copy of the built-in; the second must not be refused as a second
+    copy of that name (a dead end of the iteration before)."""
+    (run,) = runs_of(evaluation)
+    run.version.rubric.project = None  # the evaluation's rubric as a built-in
+    run.version.rubric.save()
+    wanted, _ = _expected(evaluation)
+    first = make_examples_version(evaluation=evaluation, run=run, item_ids=wanted[:1])
+    second = make_examples_version(evaluation=evaluation, run=run, item_ids=wanted[1:3])
+    name = run.version.rubric.name
+    assert (first.label, second.label) == (f"{name} v1 + 1 example", f"{name} v2 + 2 examples")
+    assert first.rubric_id == second.rubric_id != run.version.rubric_id

@@ -62,11 +62,11 @@ def test_the_launch_form_estimates_at_once_and_again_on_every_change(browser_pag
     launch = page.locator("#run-estimate button.primary")
     launch.wait_for()  # the project's only judge is picked: the estimate comes without pressing Estimate
     assert launch.inner_text() == "Launch 2 runs: 8 calls"
-    page.get_by_label("Clarity@1").uncheck()
+    page.get_by_label("Clarity v1").uncheck()
     page.wait_for_function(
         "() => document.querySelector('#run-estimate button.primary')?.innerText === 'Launch 1 run: 4 calls'"
     )
-    page.get_by_label("Quality@1").uncheck()
+    page.get_by_label("Quality v1").uncheck()
     page.locator("#run-estimate .error").filter(has_text="Pick at least one rubric version.").wait_for()
 
 
@@ -95,7 +95,7 @@ def test_the_launch_button_waits_for_the_estimate_of_the_last_change(
     launch.wait_for()
     assert launch.inner_text() == "Launch 2 runs: 8 calls" and launch.is_enabled()
     slow["seconds"] = 1.5
-    page.get_by_label("Clarity@1").uncheck()
+    page.get_by_label("Clarity v1").uncheck()
     assert launch.is_disabled()  # the estimate of both is no longer what the boxes show
     page.wait_for_function(
         "() => document.querySelector('#run-estimate button.primary')?.innerText === 'Launch 1 run: 4 calls'"

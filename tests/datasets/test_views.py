@@ -379,3 +379,17 @@ def test_a_csv_with_too_many_columns_is_refused_at_once_naming_the_count(researc
     )
     refused = UploadJob.objects.get(name="Names")
     assert refused.status == "failed" and "a column name is 5,000 characters long" in str(refused.report)
+
+
+def test_an_upload_whose_every_line_has_the_same_problem_says_so_before_the_list(researcher_client, project):
+    objects = [{"id": f"d-{n}", "dialog": "USER: hi"} for n in range(12)]  # another tool's field names
+    page = upload(researcher_client, project, jsonl_bytes(objects), follow=True).content.decode()
+    summary = re.search(r'<p class="message error" id="same-problem" role="alert">(.*?)</p>', page, re.S)
+    assert summary is not None and summary.group(1).startswith("All 12 problems are the same (lines 1 to 12)")
+    assert page.index('id="same-problem"') < page.index("<h3>Problems")
+
+
+def test_different_problems_get_no_summary_line(researcher_client, project):
+    objects = [dialog(0), {"id": "x", "turns": []}, dialog(0), {"id": "y"}]
+    page = upload(researcher_client, project, jsonl_bytes(objects), follow=True).content.decode()
+    assert "problems are the same" not in page

@@ -84,7 +84,7 @@ def test_detail_shows_summary_exports_import_form_and_sections(researcher_client
     page = researcher_client.get(url("evaluation_detail", evaluation)).content.decode()
     for expected in [
         "Chats",
-        "Quality@1",
+        "Quality v1",
         "?layout=long",
         "?layout=wide",
         "?layout=jsonl",

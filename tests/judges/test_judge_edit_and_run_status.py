@@ -161,6 +161,7 @@ def test_the_estimate_shows_usd_duration_and_the_parameters_sent(
     researcher_client, project, judge, evaluation_setup
 ):
     evaluation, version = evaluation_setup
+    Judge.objects.filter(pk=judge.pk).update(price_input_per_million=1, price_output_per_million=2)
     url = reverse("judge_run_create", args=[project.slug, evaluation.pk])
     page = researcher_client.get(url, {"judge": judge.pk, "rubric_versions": [version.pk]}).content.decode()
     assert "USD" in page and "Expected duration" in page

@@ -64,14 +64,14 @@ class Command(BaseCommand):
         for run, (version, estimate) in zip(runs, estimates, strict=True):
             self.stdout.write(
                 f"Run {run.pk}: {judge.name}{simulated} on {evaluation.name} / {version}: "
-                f"{estimate.calls} calls, about {estimate.tokens} tokens, estimated cost {estimate.cost}"
+                f"{estimate.calls} calls, about {estimate.tokens} tokens, estimated cost {estimate.cost_text}"
                 + (" (batch price: half the judge's prices; results within 24 h)" if estimate.batch else "")
             )
         if len(runs) > 1:
             total = services.total_estimate([estimate for _, estimate in estimates])
             self.stdout.write(
                 f"Total: {len(runs)} runs, {total.calls} calls, about {total.tokens} tokens, "
-                f"estimated cost {total.cost}"
+                f"estimated cost {total.cost_text}"
             )
         if services.queue_refused(runs):
             raise CommandError(services.QUEUE_REFUSED)
@@ -103,7 +103,8 @@ class Command(BaseCommand):
                 self.stdout.write(
                     f"{prefix}{run.status}: {progress.done}/{progress.total} done, {progress.failed} failed, "
                     f"{progress.cached} cached, {progress.parse_failures} parse failures, "
-                    f"{progress.prompt_tokens + progress.completion_tokens} tokens, cost {progress.cost}, "
+                    f"{progress.prompt_tokens + progress.completion_tokens} tokens, "
+                    f"cost {progress.cost_text}, "
                     f"{progress.calls_per_minute} calls/min"
                 )
             if not any(run.is_active for run in runs):

@@ -116,6 +116,9 @@ class Command(BaseCommand):
                 "model": "fake-judge-1",
                 "simulated": True,
                 "concurrency": 16,
+                # The simulated model is free: its price is known to be 0, not unset.
+                "price_input_per_million": 0,
+                "price_output_per_million": 0,
             },
         )
         # The simulated model needs no key; demos set up before server credentials named a variable.
