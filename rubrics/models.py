@@ -92,6 +92,23 @@ class RubricVersion(models.Model):
         return f"{self.rubric.name}@{self.number}"
 
     @property
+    def label(self) -> str:
+        """How pages, run names and exports tell versions apart: "Multi-turn chat quality v1", and for a
+        version made with examples from disagreements "Multi-turn chat quality v1 + 6 examples" (a project
+        copy of a built-in starts again at v1, so name and number alone can match the built-in's)."""
+        examples = self.example_count
+        more = f" + {examples} example{'' if examples == 1 else 's'}" if examples else ""
+        return f"{self.rubric.name} v{self.number}{more}"
+
+    @property
+    def example_count(self) -> int:
+        """How many items this version's prompt shows as examples (agreement.examples); 0 for most."""
+        from evaluations.models import JudgeOnlyVersion  # evaluations builds on rubrics, not the reverse
+
+        chosen = JudgeOnlyVersion.objects.filter(rubric_version=self).values_list("example_items", flat=True)
+        return max((len(items) for items in chosen), default=0)
+
+    @property
     def kind(self) -> str:
         return self.rubric.kind
 
