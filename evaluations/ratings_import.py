@@ -7,14 +7,16 @@ by a first character `{`), UTF-8 with or without BOM, opened by the rules of eve
 - required: item_id (the item's external id), rubric (NAME or NAME@VERSION; one of the
   evaluation's rubric versions), rater (a name), rater_kind (human | model), value;
 - optional: explanation; rubric_version (the version number, as the long export writes it);
-  rubric_version_id (the version's id, as the long export writes it: it names the exact version,
-  which rubric and number alone cannot when a judge-only version with examples is a project copy
-  with the name and number of the version it came from; it must be one of this evaluation's
-  versions or judge-only versions, and only model raters rate a judge-only version); parse_failed
+  rubric_version_id and rubric_version_label (as the long export writes them: the id names the exact
+  version, which rubric and number alone cannot when a judge-only version with examples is a project
+  copy with the name and number of the version it came from; an id that is none of this evaluation's
+  versions or judge-only versions, as in a file from another evaluation, falls back on rubric and
+  number, and is refused when the label there differs; only model raters rate a judge-only version);
+  parse_failed
   (true/false, 1/0, yes/no: a judge reply that could not be parsed, value may be empty then);
   left_was (pairwise only: baseline | response, what the rater saw on the left; the older name
   side_shown is read too).
-- rubric_version_label, value_as_shown, created and updated (written by the long export:
+- value_as_shown, created and updated (written by the long export:
   value_as_shown follows from value and left_was) and any other column are read but not used; the
   result lists them as ignored columns.
 - CSV cells that the export protected for spreadsheets ("'=1+1") get their one added apostrophe
@@ -62,6 +64,7 @@ OPTIONAL_COLUMNS = (
     "explanation",
     "rubric_version",
     "rubric_version_id",
+    "rubric_version_label",
     "parse_failed",
     "left_was",
     "side_shown",
@@ -283,6 +286,7 @@ class _Resolver:
         judges = evaluation.judge_versions().exclude(pk__in=own).select_related("rubric")
         self.judge_only = {version.pk: version for version in judges}
         self.by_id = {**{version.pk: version for version in self.versions}, **self.judge_only}
+        self.labels = {pk: version.label for pk, version in self.by_id.items()}
         self.by_name: dict[str, list[RubricVersion]] = {}
         for version in self.versions:
             self.by_name.setdefault(version.rubric.name.lower(), []).append(version)
@@ -306,15 +310,38 @@ class _Resolver:
             return text
         return text.strip()
 
-    def version_for(self, rubric: str, number_text: str, id_text: str = "") -> RubricVersion:
+    def version_for(self, rubric: str, number_text: str, id_text: str = "", label: str = "") -> RubricVersion:
+        """The version a row names: by rubric_version_id when it is one of this evaluation's, else by
+        rubric name and number, when the row's rubric_version_label (if any) agrees with that version's."""
         name, number = rubric.strip(), number_text.strip()
         head, at, tail = name.rpartition("@")
         if at and tail.strip().isdigit():
             if number and number != tail.strip():
                 raise ValueError(f"'{name}' disagrees with rubric_version {number}")
             name, number = head.strip(), tail.strip()
-        if id_text.strip():
-            return self.version_by_id(id_text.strip(), name, number)
+        id_text, label = id_text.strip(), label.strip()
+        if id_text and not id_text.isdigit():
+            raise ValueError(f"rubric_version_id must be a whole number, not '{id_text}'")
+        found = self.by_id.get(int(id_text)) if id_text else None
+        if found is not None:
+            if name.lower() != found.rubric.name.lower() or (number and number != str(found.number)):
+                written = f"{name}@{number}" if number else name
+                raise ValueError(f"'{written}' disagrees with rubric_version_id {id_text} ({found.label})")
+            return found
+        version = self.version_by_name(name, number)
+        # A file from another evaluation or installation names versions by ids unknown here; its label says
+        # whether the version of that name and number here is the same text (a judge-only copy with
+        # examples has the name and number of the version it came from, but not its label).
+        if id_text and label and label != self.labels[version.pk]:
+            raise ValueError(
+                f"rubric_version_id {id_text} ({label}) is not a version of this evaluation, and "
+                f"{self.labels[version.pk]} here is another one: add that version to this evaluation (as a "
+                f"judge-only version), or empty rubric_version_id and rubric_version_label to put these "
+                f"ratings on {self.labels[version.pk]}"
+            )
+        return version
+
+    def version_by_name(self, name: str, number: str) -> RubricVersion:
         candidates = self.by_name.get(name.lower(), [])
         listed = ", ".join(str(version) for version in self.versions)
         if not candidates:
@@ -329,20 +356,6 @@ class _Resolver:
         if len(candidates) > 1:
             raise ValueError(f"'{name}' is ambiguous here: write one of {', '.join(map(str, candidates))}")
         return candidates[0]
-
-    def version_by_id(self, id_text: str, name: str, number: str) -> RubricVersion:
-        """The version a rubric_version_id names, checked against the row's rubric name and number."""
-        version = self.by_id.get(int(id_text)) if id_text.isdigit() else None
-        if version is None:
-            listed = "; ".join(f"{v.label} (id {v.pk})" for v in self.by_id.values())
-            raise ValueError(
-                f"rubric_version_id {id_text} is not a rubric version of this evaluation (its versions: "
-                f"{listed}); leave the column empty to match by rubric name and number"
-            )
-        if name.lower() != version.rubric.name.lower() or (number and number != str(version.number)):
-            written = f"{name}@{number}" if number else name
-            raise ValueError(f"'{written}' disagrees with rubric_version_id {id_text} ({version.label})")
-        return version
 
     def rater_kind(self, name: str, kind: str) -> str:
         kind = kind.strip().lower()
@@ -386,10 +399,17 @@ class _Resolver:
                 )
             )
         rubric, number = record["rubric"], record.get("rubric_version") or ""
-        version_id = record.get("rubric_version_id") or ""
+        version_id, label = record.get("rubric_version_id") or "", record.get("rubric_version_label") or ""
         version = check(
             "rubric",
-            self._memo(("rubric", rubric, number, version_id), self.version_for, rubric, number, version_id),
+            self._memo(
+                ("rubric", rubric, number, version_id, label),
+                self.version_for,
+                rubric,
+                number,
+                version_id,
+                label,
+            ),
         )
         rater_name = self.rater_name(record["rater"])
         if not rater_name.strip():

@@ -215,7 +215,7 @@ def test_long_export_round_trips_into_a_fresh_evaluation(rated, tmp_path, layout
     )
     result = import_ratings(evaluation=fresh, path=path)
     assert result.created == 12
-    assert result.ignored_columns == ["created", "rubric_version_label", "updated", "value_as_shown"]
+    assert result.ignored_columns == ["created", "updated", "value_as_shown"]
     assert _ratings(fresh) == _ratings(rated)
 
 

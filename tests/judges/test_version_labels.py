@@ -122,5 +122,9 @@ def test_long_export_is_refused_where_the_judge_only_version_is_missing_never_pu
     elsewhere = factories.make_evaluation(project, evaluation.dataset, [builtin], name="Elsewhere")
     with pytest.raises(RatingsImportError) as refused:
         import_ratings(evaluation=elsewhere, path=path)
-    assert f"rubric_version_id {copy.pk} is not a rubric version of this evaluation" in str(refused.value)
+    assert (
+        f"rubric_version_id {copy.pk} (Chat quality v1 + 2 examples) is not a version of this evaluation, "
+        f"and Chat quality v1 here is another one"
+    ) in str(refused.value)
+    assert refused.value.total == ITEMS  # the rows of the v1 run were fine
     assert not elsewhere.ratings.exists()
