@@ -110,15 +110,26 @@ def evaluation_export(request: HtmxHttpRequest, slug: str, pk: int) -> HttpRespo
 def _workbook_download(evaluation: Evaluation, *, item_texts: bool) -> HttpResponse | FileResponse:
     """The workbook, written to a temporary file first (a zip file is finished before it is sent), then
     streamed from it; the file is already deleted and goes away when the response closes it."""
+    ratings = evaluation.ratings.count()
+    if ratings > workbook.WEB_MAX_RATINGS:
+        return _no_workbook(
+            f"this evaluation has {ratings:,} ratings, and a workbook of more than "
+            f"{workbook.WEB_MAX_RATINGS:,} takes too long to build while the page waits: download the CSVs, "
+            f"or run manage.py export_ratings --evaluation NAME --layout xlsx --item-text -o FILE"
+        )
     try:
         handle = workbook.open_workbook(evaluation, item_texts=item_texts)
     except workbook.WorkbookTooWide as error:
-        return HttpResponse(f"No workbook: {error}.", status=400, content_type="text/plain; charset=utf-8")
+        return _no_workbook(str(error))
     response = FileResponse(
         handle, as_attachment=True, filename=workbook.filename(evaluation), content_type=workbook.CONTENT_TYPE
     )
     response["X-Content-Type-Options"] = "nosniff"
     return response
+
+
+def _no_workbook(reason: str) -> HttpResponse:
+    return HttpResponse(f"No workbook: {reason}.", status=400, content_type="text/plain; charset=utf-8")
 
 
 def _import_upload(evaluation: Evaluation, upload: UploadedFile) -> RatingsImportResult:

@@ -21,6 +21,9 @@ Limits of the format, so nothing is left out silently:
   the header again;
 - a sheet holds at most 16,384 columns: a wide layout with more raters is refused with
   WorkbookTooWide (the wide CSV has no such limit).
+
+The evaluation page offers the workbook up to WEB_MAX_RATINGS ratings; `manage.py export_ratings
+--layout xlsx` writes one of any size.
 """
 
 from __future__ import annotations
@@ -40,6 +43,10 @@ from .models import Evaluation
 
 LAYOUT = "xlsx"
 CONTENT_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+# XlsxWriter is pure Python: ~10-30 s per 100k ratings on this project's 2-core machines (bench/
+# export_workbook.py). The page builds the workbook while the request waits, so past this many ratings it
+# sends people to the command (or the CSVs) rather than into the web server's timeout.
+WEB_MAX_RATINGS = 200_000
 MAX_CELL_CHARS = 32_767
 MAX_ROWS = 1_048_576
 MAX_COLUMNS = 16_384

@@ -189,3 +189,16 @@ def test_export_command_writes_the_workbook(study, tmp_path):
     path = tmp_path / "study.xlsx"
     call_command("export_ratings", "--evaluation", "Study", "--layout", "xlsx", "-o", str(path))
     assert list(read_workbook(path)) == ["long", "wide", "rubric versions"]
+
+
+def test_the_page_sends_a_large_evaluation_to_the_command_instead_of_the_web_servers_timeout(
+    researcher_client, study, project, monkeypatch
+):
+    monkeypatch.setattr(workbook, "WEB_MAX_RATINGS", 8)
+    url = reverse("evaluation_export", args=[project.slug, study.pk])
+    response = researcher_client.get(url, {"layout": "xlsx"})
+    assert response.status_code == 400
+    assert "this evaluation has 9 ratings" in response.content.decode()
+    assert "manage.py export_ratings --evaluation NAME --layout xlsx" in response.content.decode()
+    monkeypatch.setattr(workbook, "WEB_MAX_RATINGS", 9)
+    assert researcher_client.get(url, {"layout": "xlsx"}).status_code == 200
