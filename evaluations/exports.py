@@ -1,18 +1,23 @@
 """Rating tables out of Concord: long CSV, wide CSV and JSONL, streamed in chunks.
 
 - long: one row per rating, the columns of LONG_COLUMNS, ordered by item (dataset order), rubric,
-  version and rater. The ratings import reads it back (value_as_shown, created and updated are
-  informational). `value` is in the dataset's terms (pairwise: A = baseline, B = response);
-  `left_was` says what the rater saw on the left card (pairwise people: baseline or response) and
-  `value_as_shown` is the value in the letters they saw, the ones their explanation uses (equal to
-  `value` when nothing is recorded about sides).
-- wide: one row per item of the dataset; a column per (rubric version, rater) present, named
-  "Rubric@N | rater"; and per rubric version the humans' mean (likert) or majority (categorical,
-  pairwise) in "Rubric@N | human mean" / "Rubric@N | human majority". A tied majority is left
-  empty; parse failures do not count. With `item_texts`, the item's context ("SPEAKER: text" lines,
-  as the dataset import reads them), response and baseline text follow item_id.
-- jsonl: the long rows as JSON objects (parse_failed a boolean, rubric_version a number); JSON is
-  not opened by spreadsheets, so its text is written unchanged.
+  version (number, then id) and rater. `rubric_version_label` and `rubric_version_id` name the exact
+  version (`RubricVersion.label`: a judge-only version with examples is a project copy with the
+  name and number of the version it came from, "Quality v1 + 6 examples"). The ratings import reads
+  it back (value_as_shown, created and updated are informational). `value` is in the dataset's terms
+  (pairwise: A = baseline, B = response); `left_was` says what the rater saw on the left card
+  (pairwise people: baseline or response) and `value_as_shown` is the value in the letters they saw,
+  the ones their explanation uses (equal to `value` when nothing is recorded about sides).
+- wide: one row per item of the dataset; a column per (rubric version, rater) present, the
+  evaluation's own versions and its judge-only ones alike, named "Quality v1 (id 7) | rater"
+  (`version_heading`); and per own rubric version the humans' mean (likert) or majority
+  (categorical, pairwise) in "Quality v1 (id 7) | human mean" / "... | human majority". A tied
+  majority is left empty; parse failures do not count. With `item_texts`, the item's context
+  ("SPEAKER: text" lines, as the dataset import reads them), response and baseline text follow item_id.
+- jsonl: the long rows as JSON objects (parse_failed a boolean, rubric_version and
+  rubric_version_id numbers); JSON is not opened by spreadsheets, so its text is written unchanged.
+
+The same rows also make the Excel workbook (`evaluations.workbook`).
 
 Times are UTC in ISO 8601 with a Z and microseconds ("2026-11-21T07:09:07.500000Z"), the same
 from PostgreSQL's COPY and from Python; pandas and `datetime.fromisoformat` read them as they are.
