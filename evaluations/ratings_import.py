@@ -7,11 +7,18 @@ by a first character `{`), UTF-8 with or without BOM, opened by the rules of eve
 - required: item_id (the item's external id), rubric (NAME or NAME@VERSION; one of the
   evaluation's rubric versions), rater (a name), rater_kind (human | model), value;
 - optional: explanation; rubric_version (the version number, as the long export writes it);
-  parse_failed (true/false, 1/0, yes/no: a judge reply that could not be parsed, value may be
-  empty then); left_was (pairwise only: baseline | response, what the rater saw on the left; the
-  older name side_shown is read too).
-- value_as_shown, created and updated (written by the long export: value_as_shown follows from value
-  and left_was) and any other column are read but not used; the result lists them as ignored columns.
+  rubric_version_id and rubric_version_label (as the long export writes them: the id names the exact
+  version, which rubric and number alone cannot when a judge-only version with examples is a project
+  copy with the name and number of the version it came from; an id that is none of this evaluation's
+  versions or judge-only versions, as in a file from another evaluation, falls back on rubric and
+  number, and is refused when the label there differs; only model raters rate a judge-only version);
+  parse_failed
+  (true/false, 1/0, yes/no: a judge reply that could not be parsed, value may be empty then);
+  left_was (pairwise only: baseline | response, what the rater saw on the left; the older name
+  side_shown is read too).
+- value_as_shown, created and updated (written by the long export:
+  value_as_shown follows from value and left_was) and any other column are read but not used; the
+  result lists them as ignored columns.
 - CSV cells that the export protected for spreadsheets ("'=1+1") get their one added apostrophe
   removed (`evaluations.safe_csv.restore`).
 
@@ -53,7 +60,15 @@ from .safe_csv import restore
 from .values import canonical_value
 
 REQUIRED_COLUMNS = ("item_id", "rubric", "rater", "rater_kind", "value")
-OPTIONAL_COLUMNS = ("explanation", "rubric_version", "parse_failed", "left_was", "side_shown")
+OPTIONAL_COLUMNS = (
+    "explanation",
+    "rubric_version",
+    "rubric_version_id",
+    "rubric_version_label",
+    "parse_failed",
+    "left_was",
+    "side_shown",
+)
 MAX_REPORTED = 1000
 IMPORTED_FIELDS = ("value", "explanation", "parse_failed", "side_shown")  # what a later file may change
 BATCH_SIZE = 5000
@@ -267,6 +282,11 @@ class _Resolver:
         self.evaluation = evaluation
         self.items = dict(evaluation.items().values_list("external_id", "pk").iterator())
         self.versions = evaluation.ordered_versions()
+        own = {version.pk for version in self.versions}
+        judges = evaluation.judge_versions().exclude(pk__in=own).select_related("rubric")
+        self.judge_only = {version.pk: version for version in judges}
+        self.by_id = {**{version.pk: version for version in self.versions}, **self.judge_only}
+        self.labels = {pk: version.label for pk, version in self.by_id.items()}
         self.by_name: dict[str, list[RubricVersion]] = {}
         for version in self.versions:
             self.by_name.setdefault(version.rubric.name.lower(), []).append(version)
@@ -290,13 +310,38 @@ class _Resolver:
             return text
         return text.strip()
 
-    def version_for(self, rubric: str, number_text: str) -> RubricVersion:
+    def version_for(self, rubric: str, number_text: str, id_text: str = "", label: str = "") -> RubricVersion:
+        """The version a row names: by rubric_version_id when it is one of this evaluation's, else by
+        rubric name and number, when the row's rubric_version_label (if any) agrees with that version's."""
         name, number = rubric.strip(), number_text.strip()
         head, at, tail = name.rpartition("@")
         if at and tail.strip().isdigit():
             if number and number != tail.strip():
                 raise ValueError(f"'{name}' disagrees with rubric_version {number}")
             name, number = head.strip(), tail.strip()
+        id_text, label = id_text.strip(), label.strip()
+        if id_text and not id_text.isdigit():
+            raise ValueError(f"rubric_version_id must be a whole number, not '{id_text}'")
+        found = self.by_id.get(int(id_text)) if id_text else None
+        if found is not None:
+            if name.lower() != found.rubric.name.lower() or (number and number != str(found.number)):
+                written = f"{name}@{number}" if number else name
+                raise ValueError(f"'{written}' disagrees with rubric_version_id {id_text} ({found.label})")
+            return found
+        version = self.version_by_name(name, number)
+        # A file from another evaluation or installation names versions by ids unknown here; its label says
+        # whether the version of that name and number here is the same text (a judge-only copy with
+        # examples has the name and number of the version it came from, but not its label).
+        if id_text and label and label != self.labels[version.pk]:
+            raise ValueError(
+                f"rubric_version_id {id_text} ({label}) is not a version of this evaluation, and "
+                f"{self.labels[version.pk]} here is another one: add that version to this evaluation (as a "
+                f"judge-only version), or empty rubric_version_id and rubric_version_label to put these "
+                f"ratings on {self.labels[version.pk]}"
+            )
+        return version
+
+    def version_by_name(self, name: str, number: str) -> RubricVersion:
         candidates = self.by_name.get(name.lower(), [])
         listed = ", ".join(str(version) for version in self.versions)
         if not candidates:
@@ -354,7 +399,18 @@ class _Resolver:
                 )
             )
         rubric, number = record["rubric"], record.get("rubric_version") or ""
-        version = check("rubric", self._memo(("rubric", rubric, number), self.version_for, rubric, number))
+        version_id, label = record.get("rubric_version_id") or "", record.get("rubric_version_label") or ""
+        version = check(
+            "rubric",
+            self._memo(
+                ("rubric", rubric, number, version_id, label),
+                self.version_for,
+                rubric,
+                number,
+                version_id,
+                label,
+            ),
+        )
         rater_name = self.rater_name(record["rater"])
         if not rater_name.strip():
             problems.append(Problem(line, "rater", "the rater's name is empty"))
@@ -364,6 +420,10 @@ class _Resolver:
         kind = check(
             "rater_kind", self._memo(("kind", rater_name, raw_kind), self.rater_kind, rater_name, raw_kind)
         )
+        if version is not None and version.pk in self.judge_only and kind == Rater.Kind.HUMAN:
+            problems.append(
+                Problem(line, "rater_kind", f"{version.label} is judge-only here: people do not rate it")
+            )
         failed_text = record.get("parse_failed") or ""
         side_column = "left_was" if record.get("left_was") else "side_shown"
         side_text = record.get(side_column) or ""
@@ -417,7 +477,7 @@ def _validate(path: Path, encoding: Encoding, file_format: str, resolver: _Resol
     total = 0
     seen: set[int] = set()
     rater_index: dict[str, int] = {}
-    version_index = {version.pk: n for n, version in enumerate(resolver.versions)}
+    version_index = {pk: n for n, pk in enumerate(resolver.by_id)}
     rows = 0
     columns: set[str] = set()
     try:

@@ -8,7 +8,7 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import UploadedFile
-from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -18,7 +18,7 @@ from config.htmx import HtmxHttpRequest
 from datasets.uploads import store_upload
 from projects.access import RESEARCHER, get_evaluation_for, get_project_for
 
-from . import exports
+from . import exports, workbook
 from .forms import EvaluationForm, RatingsImportForm
 from .models import Evaluation
 from .ratings_import import RatingsImportError, RatingsImportResult, import_ratings
@@ -84,16 +84,19 @@ def _flag(request: HttpRequest, name: str) -> bool:
 
 @require_GET
 @login_required
-def evaluation_export(request: HtmxHttpRequest, slug: str, pk: int) -> StreamingHttpResponse:
-    """?layout=long|wide|jsonl: the ratings as a streamed download.
+def evaluation_export(request: HtmxHttpRequest, slug: str, pk: int) -> HttpResponse | StreamingHttpResponse:
+    """?layout=long|wide|jsonl|xlsx: the ratings as a streamed download.
 
-    &item_text=1 adds the items' context, response and baseline to the wide CSV; &excel=1 starts a
-    CSV with a byte order mark so that Excel reads it as UTF-8.
+    &item_text=1 adds the items' context, response and baseline to the wide CSV and the workbook's wide
+    sheet; &excel=1 starts a CSV with a byte order mark so that Excel reads it as UTF-8.
     """
     evaluation = get_evaluation_for(request.user, slug, pk)
     layout = request.GET.get("layout", "long")
+    if layout == workbook.LAYOUT:
+        return _workbook_download(evaluation, item_texts=_flag(request, "item_text"))
     if layout not in exports.LAYOUTS:
-        raise Http404(f"No export layout {layout!r}; use one of {', '.join(exports.LAYOUTS)}.")
+        layouts = ", ".join([*exports.LAYOUTS, workbook.LAYOUT])
+        raise Http404(f"No export layout {layout!r}; use one of {layouts}.")
     content_type = "application/x-ndjson" if layout == "jsonl" else "text/csv"
     chunks = exports.stream(
         evaluation, layout, item_texts=_flag(request, "item_text"), excel=_flag(request, "excel")
@@ -102,6 +105,31 @@ def evaluation_export(request: HtmxHttpRequest, slug: str, pk: int) -> Streaming
     response["Content-Disposition"] = f'attachment; filename="{exports.filename(evaluation, layout)}"'
     response["X-Content-Type-Options"] = "nosniff"
     return response
+
+
+def _workbook_download(evaluation: Evaluation, *, item_texts: bool) -> HttpResponse | FileResponse:
+    """The workbook, written to a temporary file first (a zip file is finished before it is sent), then
+    streamed from it; the file is already deleted and goes away when the response closes it."""
+    ratings = evaluation.ratings.count()
+    if ratings > workbook.WEB_MAX_RATINGS:
+        return _no_workbook(
+            f"this evaluation has {ratings:,} ratings, and a workbook of more than "
+            f"{workbook.WEB_MAX_RATINGS:,} takes too long to build while the page waits: download the CSVs, "
+            f"or run manage.py export_ratings --evaluation NAME --layout xlsx --item-text -o FILE"
+        )
+    try:
+        handle = workbook.open_workbook(evaluation, item_texts=item_texts)
+    except workbook.WorkbookTooWide as error:
+        return _no_workbook(str(error))
+    response = FileResponse(
+        handle, as_attachment=True, filename=workbook.filename(evaluation), content_type=workbook.CONTENT_TYPE
+    )
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+def _no_workbook(reason: str) -> HttpResponse:
+    return HttpResponse(f"No workbook: {reason}.", status=400, content_type="text/plain; charset=utf-8")
 
 
 def _import_upload(evaluation: Evaluation, upload: UploadedFile) -> RatingsImportResult:

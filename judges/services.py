@@ -244,7 +244,8 @@ def launch_run(
     orders = orders_for(params, rubric_version)
     with transaction.atomic():
         sequence = JudgeRun.objects.filter(judge=judge).count() + 1
-        name = f"{judge.name} · {rubric_version.label} · run {sequence}"
+        # The label and id tell a judge-only version with examples apart from the version it came from.
+        name = f"{judge.name} · {rubric_version.label} (id {rubric_version.pk}) · run {sequence}"
         try:
             with transaction.atomic():
                 rater = Rater.objects.create(project=evaluation.project, name=name, kind=Rater.Kind.MODEL)

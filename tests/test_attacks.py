@@ -115,8 +115,13 @@ def test_no_cell_of_the_long_or_wide_export_runs_as_a_formula(hostile_evaluation
 
 def test_wide_human_majority_of_formula_values_is_neutralised(hostile_evaluation):
     rows = list(csv.DictReader(io.StringIO(b"".join(exports.stream(hostile_evaluation, "wide")).decode())))
-    assert {row["'=rubric()@1 | human majority"] for row in rows} == {"'=1+1"}
-    assert {row["Signed@1 | human mean"] for row in rows} == {"-1"}  # a negative mean stays a number
+    formula, signed = (
+        hostile_evaluation.rubric_versions.get(rubric__name=n) for n in ["=rubric()", "Signed"]
+    )
+    assert {row[f"'{exports.version_heading(formula)} | human majority"] for row in rows} == {"'=1+1"}
+    assert {row[f"{exports.version_heading(signed)} | human mean"] for row in rows} == {
+        "-1"
+    }  # stays a number
 
 
 def test_agreement_csv_neutralises_rater_rubric_and_scale_text(researcher_client, hostile_evaluation):

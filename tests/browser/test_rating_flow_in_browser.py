@@ -4,9 +4,9 @@ Screenshots go to /tmp/concord-flow-*.png so that a person can look at the layou
 """
 
 import contextlib
-import csv
 import io
 
+import openpyxl
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
@@ -268,12 +268,14 @@ def test_researcher_downloads_the_spreadsheet_export_and_reads_explanations_in_t
     page.screenshot(path=SHOTS.format(f"export-{viewport}"), full_page=False)
     with page.expect_download() as download_info:
         form.locator("button", has_text="Download").click()
-    data = download_info.value.path().read_bytes()
-    assert data.startswith(b"\xef\xbb\xbf")
-    rows = list(csv.DictReader(io.StringIO(data.decode("utf-8-sig"))))
-    row = next(r for r in rows if r["item_id"] == "c-1")
+    download = download_info.value
+    assert download.suggested_filename.endswith(".xlsx")
+    book = openpyxl.load_workbook(io.BytesIO(download.path().read_bytes()), read_only=True)
+    header, *rows = [list(cells) for cells in book["wide"].iter_rows(values_only=True)]
+    row = dict(zip(header, next(r for r in rows if r[0] == "c-1"), strict=True))
     assert row["response"] == item.response["text"] and row["baseline"] == item.baseline["text"]
-    (column,) = [name for name in row if name.startswith("Multi-turn chat quality@") and "anna-study" in name]
+    wanted = ("Multi-turn chat quality v", "anna-study")
+    (column,) = [name for name in row if name.startswith(wanted[0]) and wanted[1] in name]
     assert row[column] == "B"
     page.goto(
         f"{live_server.url}/p/{evaluation.project.slug}/evaluations/{evaluation.pk}/report/items/{item.pk}/"

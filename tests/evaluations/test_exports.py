@@ -103,7 +103,7 @@ def test_copy_and_orm_paths_write_the_same_timestamps_and_pairwise_columns(rated
 
 def test_long_export_puts_value_as_shown_and_left_was_beside_the_explanation(rated):
     rows = read_csv(exports.stream(rated, "long"))
-    assert exports.LONG_COLUMNS[5:9] == ["value", "value_as_shown", "left_was", "explanation"]
+    assert exports.LONG_COLUMNS[7:11] == ["value", "value_as_shown", "left_was", "explanation"]
     pairwise = {(r["item_id"], r["rater"]): (r["value"], r["value_as_shown"], r["left_was"]) for r in rows
                 if r["rubric"] == "Pref"}  # fmt: skip
     assert pairwise[("d-0", "ann")] == ("A", "B", "response")  # saw the response on the left
@@ -146,26 +146,33 @@ def test_neutralise_and_restore_are_inverse():
     assert safe_csv.neutralise("+49 30") == "'+49 30"
 
 
+def headings(evaluation):
+    """The wide layout's name for each of the evaluation's rubrics: "Quality v1 (id 7)"."""
+    return {v.rubric.name: exports.version_heading(v) for v in evaluation.rubric_versions.all()}
+
+
 def test_wide_export_has_a_column_per_rater_and_the_human_summary(rated):
     rows = read_csv(exports.stream(rated, "wide"))
+    pref, quality = headings(rated)["Pref"], headings(rated)["Quality"]
+    assert pref.startswith("Pref v1 (id ") and quality.startswith("Quality v1 (id ")
     assert list(rows[0]) == [
         "item_id",
-        "Pref@1 | =judge",
-        "Pref@1 | ann",
-        "Pref@1 | bob",
-        "Quality@1 | =judge",
-        "Quality@1 | ann",
-        "Quality@1 | bob",
-        "Pref@1 | human majority",
-        "Quality@1 | human mean",
+        f"{pref} | =judge",
+        f"{pref} | ann",
+        f"{pref} | bob",
+        f"{quality} | =judge",
+        f"{quality} | ann",
+        f"{quality} | bob",
+        f"{pref} | human majority",
+        f"{quality} | human mean",
     ]
     by_item = {row["item_id"]: row for row in rows}
     assert len(rows) == 3
-    assert by_item["d-0"]["Quality@1 | human mean"] == "4.5"
-    assert by_item["d-0"]["Quality@1 | =judge"] == "3.72"
-    assert by_item["d-0"]["Pref@1 | human majority"] == ""  # A against B: a tie has no majority
-    assert by_item["d-1"]["Pref@1 | =judge"] == ""  # a parse failure has no value
-    assert by_item["d-2"]["Quality@1 | human mean"] == "1.5"
+    assert by_item["d-0"][f"{quality} | human mean"] == "4.5"
+    assert by_item["d-0"][f"{quality} | =judge"] == "3.72"
+    assert by_item["d-0"][f"{pref} | human majority"] == ""  # A against B: a tie has no majority
+    assert by_item["d-1"][f"{pref} | =judge"] == ""  # a parse failure has no value
+    assert by_item["d-2"][f"{quality} | human mean"] == "1.5"
 
 
 def test_jsonl_export_keeps_text_unchanged_with_typed_fields(rated):
@@ -215,5 +222,5 @@ def test_long_export_round_trips_into_a_fresh_evaluation(rated, tmp_path, layout
 def test_export_command_writes_to_standard_output_by_default(rated, capsysbinary):
     call_command("export_ratings", "--evaluation", "Study", "--layout", "wide")
     lines = capsysbinary.readouterr().out.decode().splitlines()
-    assert lines[0].startswith("item_id,Pref@1 | =judge,")
+    assert lines[0].startswith(f"item_id,{headings(rated)['Pref']} | =judge,")
     assert len(lines) == 4

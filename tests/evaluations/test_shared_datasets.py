@@ -5,7 +5,9 @@ from collections import Counter
 
 from django.core.management import call_command
 
+from evaluations import exports
 from evaluations.models import Evaluation, Rater, Rating
+from rubrics.models import RubricVersion
 from tests import shared_data
 
 
@@ -150,9 +152,12 @@ def test_usr_wide_export_has_one_row_per_item_with_human_means(project, tmp_path
     assert len(rows) == 10
     first = rows[0]
     assert first["item_id"] == "usr-00-0"
-    assert (first["Overall@1 | shikib"], first["Overall@1 | maxine"], first["Overall@1 | mckenna"]) == (
+    overall = exports.version_heading(
+        RubricVersion.objects.get(rubric__name="Overall", rubric__project=project)
+    )
+    assert (first[f"{overall} | shikib"], first[f"{overall} | maxine"], first[f"{overall} | mckenna"]) == (
         "3",
         "4",
         "4",
     )
-    assert first["Overall@1 | human mean"] == "3.667"
+    assert first[f"{overall} | human mean"] == "3.667"
