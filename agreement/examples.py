@@ -25,7 +25,7 @@ from datasets.models import Item
 from evaluations.models import Evaluation, JudgeOnlyVersion
 from rubrics.models import RubricVersion
 from rubrics.rendering import PLACEHOLDER_RE, turn_lines
-from rubrics.services import VERSION_FIELDS, edit_rubric
+from rubrics.services import VERSION_FIELDS, edit_rubric, free_copy_name
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,13 @@ def make_examples_version(
         f"{evaluation.name} (tune items {names})."
     )
     with transaction.atomic():
-        version = edit_rubric(rubric=source.rubric, project=evaluation.project, changes=changes)
+        # A built-in's examples go to a project copy named apart from it (and from earlier copies).
+        name = (
+            free_copy_name(project=evaluation.project, name=source.rubric.name, label="examples")
+            if source.rubric.is_builtin
+            else ""
+        )
+        version = edit_rubric(rubric=source.rubric, project=evaluation.project, changes=changes, name=name)
         JudgeOnlyVersion.objects.create(
             evaluation=evaluation, rubric_version=version, example_items=chosen, created_by=created_by
         )

@@ -32,6 +32,7 @@ from kombu.exceptions import OperationalError as KombuOperationalError
 from datasets.models import Item
 from evaluations.models import Evaluation, Rater, Rating
 from projects import leases
+from projects.names import fit, max_length
 from rubrics.models import RubricVersion
 from rubrics.rendering import RenderError, render_prompt
 
@@ -218,7 +219,12 @@ def launch_run(
     orders = orders_for(params, rubric_version)
     with transaction.atomic():
         sequence = JudgeRun.objects.filter(judge=judge).count() + 1
-        name = f"{judge.name} · {rubric_version} · run {sequence}"
+        # Judge (120) and rubric (200) names could pass the rater's 200 characters: the rubric's is cut.
+        name = fit(
+            f"{judge.name} · {rubric_version.rubric.name}",
+            f"@{rubric_version.number} · run {sequence}",
+            limit=max_length(Rater, "name"),
+        )
         try:
             with transaction.atomic():
                 rater = Rater.objects.create(project=evaluation.project, name=name, kind=Rater.Kind.MODEL)

@@ -51,14 +51,15 @@ def test_editing_a_builtin_makes_a_project_copy_and_leaves_the_builtin_alone(bui
     )
     copy = edit_rubric(rubric=builtin.rubric, project=project, changes={"prompt_template": text})
     assert copy.rubric.project == project
-    assert (copy.rubric.name, copy.rubric.kind, copy.number) == ("Repetitiveness", "likert", 1)
+    # Named apart from the built-in: two rubrics answering to Repetitiveness@1 could not be told apart.
+    assert (copy.rubric.name, copy.rubric.kind, copy.number) == ("Repetitiveness (copy)", "likert", 1)
     assert copy.rubric.copied_from == builtin
     assert (copy.prompt_template, copy.description) == (text, "How repetitive.")
     assert copy.notes == "Project copy of the built-in rubric Repetitiveness@1."
     builtin.refresh_from_db()
     assert builtin.description == "the degree to which the chatbot was repetitive."
     assert builtin.rubric.versions.count() == 1
-    with pytest.raises(ValidationError, match="already has a rubric named Repetitiveness"):
+    with pytest.raises(ValidationError, match=r"already has a rubric named Repetitiveness \(copy\)"):
         edit_rubric(rubric=builtin.rubric, project=project, changes={"prompt_template": text + " "})
 
 
