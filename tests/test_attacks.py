@@ -482,3 +482,14 @@ def test_a_researcher_adds_only_people_who_share_a_project_and_learns_nothing_of
         == 302
     )
     assert project.role_of(outsider) == "annotator"
+
+
+@pytest.mark.parametrize("params", [{"key": "to\x00pic", "value": "x"}, {"key": "topic", "value": "x\x00"}])
+@pytest.mark.parametrize("view", ["agreement_report", "agreement_report_json", "agreement_report_csv"])
+def test_a_nul_in_the_reports_metadata_filter_is_a_bad_request_not_a_500(
+    researcher_client, project, view, params
+):
+    version = factories.make_rubric(project=project)
+    evaluation = factories.make_evaluation(project, factories.make_dataset(project, items=2), [version])
+    response = researcher_client.get(reverse(view, args=[project.slug, evaluation.pk]), params)
+    assert response.status_code == 400
