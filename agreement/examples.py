@@ -25,7 +25,7 @@ from datasets.models import Item
 from evaluations.models import Evaluation, JudgeOnlyVersion
 from rubrics.models import Rubric, RubricVersion
 from rubrics.rendering import PLACEHOLDER_RE, turn_lines
-from rubrics.services import VERSION_FIELDS, edit_rubric, new_version
+from rubrics.services import VERSION_FIELDS, edit_rubric, free_copy_name, new_version
 
 
 @dataclass(frozen=True)
@@ -92,13 +92,19 @@ def with_examples(template: str, examples: list[str]) -> str:
 
 
 def _project_copy(source: RubricVersion, evaluation: Evaluation) -> Rubric | None:
-    """The project's copy (same name) of a built-in rubric, where an earlier version was made: the next
-    examples version of the built-in goes there (a second copy of that name is refused)."""
+    """The project's examples copy of a built-in rubric ("NAME (examples)"), where an earlier version was
+    made: the next examples version of the built-in goes there rather than to another copy."""
     if not source.rubric.is_builtin:
         return None
-    return Rubric.objects.filter(
-        project=evaluation.project, copied_from__rubric=source.rubric, name__iexact=source.rubric.name
-    ).first()
+    return (
+        Rubric.objects.filter(
+            project=evaluation.project,
+            copied_from__rubric=source.rubric,
+            name__istartswith=f"{source.rubric.name} (examples",
+        )
+        .order_by("-pk")
+        .first()
+    )
 
 
 def make_examples_version(
@@ -139,7 +145,15 @@ def make_examples_version(
         if copy is not None:  # a built-in already copied here: its next version, not a second copy
             version = new_version(copy, start_from=source, **changes)
         else:
-            version = edit_rubric(rubric=source.rubric, project=evaluation.project, changes=changes)
+            # A built-in's examples go to a project copy named apart from it (and from other copies).
+            name = (
+                free_copy_name(project=evaluation.project, name=source.rubric.name, label="examples")
+                if source.rubric.is_builtin
+                else ""
+            )
+            version = edit_rubric(
+                rubric=source.rubric, project=evaluation.project, changes=changes, name=name
+            )
         # Its label ("NAME vN + K examples") counts every example its prompt carries, the source's too.
         version.example_count = source.example_count + len(chosen)
         version.save(update_fields=["example_count"])

@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
-from django.core.exceptions import ValidationError
+from django.core.exceptions import BadRequest, ValidationError
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -37,7 +37,10 @@ def _where(request: HttpRequest) -> dict[str, str]:
     key = request.GET.get("key", "").strip()
     if not key:
         return {}
-    return {key: request.GET.get("value", "").strip()}
+    value = request.GET.get("value", "").strip()
+    if "\x00" in key + value:  # no metadata holds one, and PostgreSQL refuses it in a query: a 400, not a 500
+        raise BadRequest("The metadata filter holds a NUL character (\\0), which no item has; remove it.")
+    return {key: value}
 
 
 @require_GET

@@ -149,7 +149,7 @@ def _read_jsonl(lines: _LineCounter) -> Iterator[Entry]:
             yield Entry(number, safe_json.loads(text))
         except json.JSONDecodeError as error:
             yield Entry(number, errors=[_json_error(error, text, number)])
-        except safe_json.NestedTooDeep as error:
+        except safe_json.Unreadable as error:
             yield Entry(number, errors=[RecordError(str(error), line=number)])
 
 
@@ -235,7 +235,8 @@ class _ArrayReader:
             text = self.buffer[start : self.position]
             try:
                 safe_json.check_depth(obj, text)
-            except safe_json.NestedTooDeep as error:
+                safe_json.check_numbers(obj, text)
+            except safe_json.Unreadable as error:
                 yield Entry(start_line, errors=[RecordError(str(error), line=start_line)])
                 continue
             if "\\ud" in text.lower() and safe_json.has_lone_surrogate(obj):
@@ -482,7 +483,7 @@ def parse_dialog_cell(cell: str) -> list:
             return safe_json.loads(cell)
         except json.JSONDecodeError as error:
             raise ValueError(f"the dialog cell looks like JSON but is malformed: {error.msg}") from None
-        except safe_json.NestedTooDeep as error:
+        except safe_json.Unreadable as error:
             raise ValueError(f"the dialog cell: {error}") from None
     turns: list[dict[str, str]] = []
     for n, text in enumerate(cell.splitlines(), start=1):

@@ -255,6 +255,11 @@ def _int(raw: str | None, default: int) -> int:
 
 def _filtered_items(dataset: Dataset, *, query: str, meta: str) -> tuple[QuerySet[Item], str]:
     items = Item.objects.filter(dataset=dataset).order_by("position")
+    # No stored text holds a NUL (the importer refuses it) and PostgreSQL refuses one in a query's text.
+    nul = [label for label, text in (("search", query), ("metadata filter", meta)) if "\x00" in text]
+    if nul:
+        problem = f"The {' and '.join(nul)} holds a NUL character (\\0), which no item has; remove it."
+        return items.none(), problem
     problem = ""
     if query:
         items = items.filter(db.text_matches(query) | Q(external_id=query))

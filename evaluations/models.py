@@ -4,6 +4,7 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Count, Exists, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
@@ -17,6 +18,9 @@ if TYPE_CHECKING:
 
 
 MAX_OVERLAP = 1000  # human ratings an item may need: the evaluation form and the settings both hold to it
+# A reservation lasts at most a week: longer, an item an annotator left is lost to the others, and a
+# timedelta of more minutes than that overflows long before the database's integers do.
+MAX_RESERVATION_MINUTES = 7 * 24 * 60
 
 
 class Evaluation(models.Model):
@@ -44,8 +48,14 @@ class Evaluation(models.Model):
     description = models.TextField(blank=True)
     rubric_versions = models.ManyToManyField("rubrics.RubricVersion", related_name="evaluations")
     annotators = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="evaluations")
-    overlap = models.PositiveIntegerField(default=3, help_text="Human ratings each item needs (N).")
-    reservation_minutes = models.PositiveIntegerField(default=30)
+    overlap = models.PositiveIntegerField(
+        default=3,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_OVERLAP)],
+        help_text="Human ratings each item needs (N).",
+    )
+    reservation_minutes = models.PositiveIntegerField(
+        default=30, validators=[MinValueValidator(1), MaxValueValidator(MAX_RESERVATION_MINUTES)]
+    )
     order = models.CharField(max_length=20, choices=Order.choices, default=Order.DATASET)
     # The alternative annotator test (agreement.alt_test): epsilon, the benefit granted to a model
     # for being cheaper than people, by the paper's rule of thumb for who the people are.

@@ -224,7 +224,7 @@ def _jsonl_records(path: Path, encoding: Encoding) -> Iterator[tuple[int, Record
         except json.JSONDecodeError as error:
             yield number, Problem(number, None, f"malformed JSON: {error.msg} at column {error.colno}")
             continue
-        except safe_json.NestedTooDeep as error:
+        except safe_json.Unreadable as error:
             yield number, Problem(number, None, str(error))
             continue
         if not isinstance(obj, dict):

@@ -258,8 +258,9 @@ class JudgeForm(forms.ModelForm):
 
     def clean_request_timeout(self) -> float:
         value = self.cleaned_data["request_timeout"]
-        if value <= 0:
-            raise forms.ValidationError("The timeout must be more than 0 seconds.")
+        # An hour at most: a longer one overflows the socket's timeout (every call would fail).
+        if not 0 < value <= 3600:
+            raise forms.ValidationError("The timeout must be more than 0 and at most 3,600 seconds.")
         return value
 
 

@@ -32,6 +32,7 @@ from kombu.exceptions import OperationalError as KombuOperationalError
 from datasets.models import Item
 from evaluations.models import Evaluation, Rater, Rating
 from projects import leases
+from projects.names import fit, max_length
 from rubrics.models import RubricVersion
 from rubrics.rendering import RenderError, render_prompt
 
@@ -244,8 +245,14 @@ def launch_run(
     orders = orders_for(params, rubric_version)
     with transaction.atomic():
         sequence = JudgeRun.objects.filter(judge=judge).count() + 1
-        # The label and id tell a judge-only version with examples apart from the version it came from.
-        name = f"{judge.name} · {rubric_version.label} (id {rubric_version.pk}) · run {sequence}"
+        # Judge (120) and rubric (200) names could pass the rater's 200 characters: the rubric's name is cut;
+        # the version's label and id (a judge-only version with examples is told apart from its source) kept.
+        rubric_name = rubric_version.rubric.name
+        name = fit(
+            f"{judge.name} · {rubric_name}",
+            f"{rubric_version.label[len(rubric_name) :]} (id {rubric_version.pk}) · run {sequence}",
+            limit=max_length(Rater, "name"),
+        )
         try:
             with transaction.atomic():
                 rater = Rater.objects.create(project=evaluation.project, name=name, kind=Rater.Kind.MODEL)

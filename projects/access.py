@@ -131,3 +131,17 @@ def require_project_creator(user: AnyUser) -> None:
             "Only staff can create projects on this server."
             " Ask a staff member to create one and add you to it."
         )
+
+
+def shareable_users(user: AnyUser) -> QuerySet[User]:
+    """The accounts `user` may add to a project by username: people who share a project with them. Staff
+    invite people to the server, so they may add any account. Anyone else needs a new account (made from
+    an evaluation's Annotators section, with a set-password link): a researcher must not learn which
+    usernames exist elsewhere on the server, so a caller answers alike for "none" and "not shareable"."""
+    from django.contrib.auth import get_user_model
+
+    users = get_user_model().objects.filter(is_active=True)
+    if user.is_staff or user.is_superuser:
+        return users
+    shared = Membership.objects.filter(user=user.pk).values("project")
+    return users.filter(pk__in=Membership.objects.filter(project__in=shared).values("user"))

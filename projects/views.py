@@ -6,7 +6,6 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from .access import (
@@ -49,9 +48,7 @@ def project_create(request: HttpRequest) -> HttpResponse:
     form = ProjectForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         with transaction.atomic():
-            project = form.save(commit=False)
-            project.slug = slugify(project.name)
-            project.save()
+            project = form.save()  # its slug made by the form from its name
             creator = cast(User, request.user)  # signed in: login_required
             Membership.objects.create(project=project, user=creator, role=RESEARCHER)
         messages.success(request, f"Project {project.name} created. You are its researcher.")
@@ -65,10 +62,10 @@ def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
     project, role = get_role_for(request.user, slug)
     if role != RESEARCHER:
         return render(request, "projects/project_detail.html", annotator_context(request.user, project))
-    return render(request, "projects/project_detail.html", researcher_context(project))
+    return render(request, "projects/project_detail.html", researcher_context(request.user, project))
 
 
-def researcher_context(project: Project, member_form: MemberForm | None = None) -> dict:
+def researcher_context(user: AnyUser, project: Project, member_form: MemberForm | None = None) -> dict:
     from rubrics.models import Rubric
 
     return {
@@ -79,7 +76,7 @@ def researcher_context(project: Project, member_form: MemberForm | None = None) 
         "evaluations": project.evaluations.select_related("dataset"),
         "judges": project.judges.filter(archived=False).order_by("name"),
         "memberships": project.memberships.select_related("user").order_by("role", "user__username"),
-        "member_form": member_form or MemberForm(project=project),
+        "member_form": member_form or MemberForm(project=project, added_by=user),
     }
 
 
@@ -95,9 +92,10 @@ def annotator_context(user: AnyUser, project: Project) -> dict:
 @login_required
 def project_member_add(request: HttpRequest, slug: str) -> HttpResponse:
     project = get_project_for(request.user, slug, role=RESEARCHER)
-    form = MemberForm(request.POST, project=project)
+    form = MemberForm(request.POST, project=project, added_by=request.user)
     if not form.is_valid():
-        return render(request, "projects/project_detail.html", researcher_context(project, form), status=400)
+        context = researcher_context(request.user, project, form)
+        return render(request, "projects/project_detail.html", context, status=400)
     user, role = form.cleaned_data["username"], form.cleaned_data["role"]
     Membership.objects.update_or_create(project=project, user=user, defaults={"role": role})
     messages.success(request, f"{user.username} is now a {role} of {project.name}.")

@@ -15,6 +15,7 @@ from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
 from evaluations.models import Evaluation
+from projects.access import AnyUser, shareable_users
 from projects.models import Membership
 
 from . import services
@@ -38,18 +39,19 @@ def _make_annotator(evaluation: Evaluation, user: User) -> None:
     evaluation.annotators.add(user)
 
 
-def add_existing(*, evaluation: Evaluation, usernames: str) -> Outcome:
-    """Add existing accounts by username (comma or whitespace separated); all or nothing."""
+def add_existing(*, evaluation: Evaluation, usernames: str, added_by: AnyUser) -> Outcome:
+    """Add existing accounts by username (comma or whitespace separated); all or nothing. Only accounts
+    `added_by` may share (projects.access.shareable_users): others are "no account" alike."""
     names = [name for name in re.split(r"[\s,]+", usernames) if name]
     if not names:
         return Outcome(False, "Type at least one username to add.")
-    users = {user.username: user for user in get_user_model().objects.filter(username__in=names)}
+    users = {user.username: user for user in shareable_users(added_by).filter(username__in=names)}
     unknown = [name for name in names if name not in users]
     if unknown:
         return Outcome(
             False,
-            f"No account named {', '.join(unknown)}; nobody was added. "
-            "Create new accounts with the form below.",
+            f"No account named {', '.join(unknown)} that you can add (only people who share a project "
+            "with you); nobody was added. Create new accounts with the form below.",
         )
     with transaction.atomic():
         for user in users.values():
@@ -63,7 +65,9 @@ def set_password_link(*, user: User, link_base: str) -> str:
     return link_base.rstrip("/") + reverse("set_password", args=[uid, token])
 
 
-def create_account(*, evaluation: Evaluation, username: str, email: str, link_base: str) -> Outcome:
+def create_account(
+    *, evaluation: Evaluation, username: str, email: str, link_base: str, added_by: AnyUser
+) -> Outcome:
     """A new account with no usable password, added as annotator; returns its one-time set-password link."""
     username, email = username.strip(), email.strip()
     if not USERNAME.match(username):
@@ -72,7 +76,10 @@ def create_account(*, evaluation: Evaluation, username: str, email: str, link_ba
         )
     users = get_user_model().objects
     if users.filter(username=username).exists():
-        return Outcome(False, f"An account named {username} already exists; add it with the form above.")
+        if shareable_users(added_by).filter(username=username).exists():
+            return Outcome(False, f"An account named {username} already exists; add it with the form above.")
+        # Taken by someone this researcher does not share a project with: say no more than that.
+        return Outcome(False, f"The username {username} cannot be used; choose another.")
     with transaction.atomic():
         user = users.create_user(username=username, email=email, password=None)
         _make_annotator(evaluation, user)
@@ -108,7 +115,8 @@ def _whole_number(data: QueryDict, name: str, label: str) -> int:
     try:
         return int(raw)
     except ValueError:
-        raise services.RatingRefused(f"{label} must be a whole number, not “{raw}”.", field=name) from None
+        shown = raw if len(raw) <= 40 else raw[:40] + "…"
+        raise services.RatingRefused(f"{label} must be a whole number, not “{shown}”.", field=name) from None
 
 
 def change_settings(*, evaluation: Evaluation, data: QueryDict) -> Outcome:

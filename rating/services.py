@@ -22,7 +22,7 @@ from django.db.models.lookups import LessThan
 from django.http import QueryDict
 from django.utils import timezone
 
-from evaluations.models import MAX_OVERLAP, Evaluation, Rater, Rating
+from evaluations.models import MAX_OVERLAP, MAX_RESERVATION_MINUTES, Evaluation, Rater, Rating
 from evaluations.values import value_from_shown
 from rubrics.models import Rubric, RubricVersion
 
@@ -498,8 +498,12 @@ def update_assignment_settings(
     if not 1 <= overlap <= MAX_OVERLAP:
         message = f"Overlap must be between 1 and {MAX_OVERLAP:,} ratings per item, not {overlap:,}."
         raise RatingRefused(message, field="overlap")
-    if reservation_minutes < 1:
-        raise RatingRefused("The reservation timeout must be at least 1 minute.", field="reservation_minutes")
+    if not 1 <= reservation_minutes <= MAX_RESERVATION_MINUTES:
+        message = (
+            f"The reservation timeout must be between 1 and {MAX_RESERVATION_MINUTES:,} minutes (a week), "
+            f"not {reservation_minutes:,}."
+        )
+        raise RatingRefused(message, field="reservation_minutes")
     if order not in Evaluation.Order.values:
         raise RatingRefused(f"Unknown order {order!r}.", field="order")
     with transaction.atomic():

@@ -354,7 +354,9 @@ def _report(request: SignedInHtmxRequest, outcome: annotators.Outcome) -> None:
 @login_required
 def annotators_add(request: SignedInHtmxRequest, slug: str, pk: int) -> HttpResponse:
     evaluation = get_evaluation_for(request.user, slug, pk)
-    outcome = annotators.add_existing(evaluation=evaluation, usernames=request.POST.get("usernames", ""))
+    outcome = annotators.add_existing(
+        evaluation=evaluation, usernames=request.POST.get("usernames", ""), added_by=request.user
+    )
     if not request.htmx:
         _report(request, outcome)
     return _section_response(request, evaluation, outcome=outcome)
@@ -369,6 +371,7 @@ def annotator_create(request: SignedInHtmxRequest, slug: str, pk: int) -> HttpRe
         username=request.POST.get("username", ""),
         email=request.POST.get("email", ""),
         link_base=request.build_absolute_uri("/"),
+        added_by=request.user,
     )
     if not request.htmx:
         _report(request, outcome)

@@ -42,6 +42,8 @@ from typing import Any
 import ftfy
 from ftfy import TextFixerConfig
 
+from datasets import safe_json
+
 from .rendering import BUILTIN_VARIABLES, METADATA_PREFIX, placeholders
 
 KINDS = ("likert", "categorical", "pairwise")
@@ -424,11 +426,13 @@ def _add_notes(parsed: ParsedRubric) -> None:
 
 def load_json_spec(text: str) -> dict[str, Any]:
     try:
-        spec = json.loads(text)
+        spec = safe_json.loads(text)  # the depth and number limits of dataset and ratings files
     except json.JSONDecodeError as error:
         raise RubricParseError(
             [f"malformed JSON at line {error.lineno}, column {error.colno}: {error.msg}"]
         ) from None
+    except safe_json.Unreadable as error:
+        raise RubricParseError([str(error)]) from None
     if not isinstance(spec, dict):
         raise RubricParseError(
             ["a JSON rubric spec must be one object with name, kind, scale, prompt_template"]

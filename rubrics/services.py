@@ -6,14 +6,17 @@ versions, and the trigger of evaluations/migrations/0002 refuses updates of rate
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Q
 
 from projects.models import Project
+from projects.names import fit, max_length
 
 from .models import Rubric, RubricVersion
 from .parsing import (
@@ -135,13 +138,43 @@ TEXT_LOST_SCALE = (
 )
 
 
+def builtin_named(name: str) -> Rubric | None:
+    """The built-in rubric called `name` (case-insensitive): no project rubric may take its name, or two
+    rubrics would answer to one name (`Repetitiveness@1` twice in an export that could not be imported)."""
+    return Rubric.objects.filter(project__isnull=True, name__iexact=name.strip()).first()
+
+
+def builtin_name_problem(name: str) -> str:
+    builtin = builtin_named(name)
+    if builtin is None:
+        return ""
+    return f"name: {builtin.name} is the name of a built-in rubric; give this one a name of its own."
+
+
+def free_copy_name(*, project: Project, name: str, label: str) -> str:
+    """`name (label)`, else `name (label 2)`, ...: the first that neither `project` nor a built-in has,
+    cut to fit the column (the label and number kept)."""
+    limit = max_length(Rubric, "name")
+    for number in itertools.count(1):
+        tail = f" ({label})" if number == 1 else f" ({label} {number})"
+        candidate = fit(name, tail, limit=limit)
+        visible = Rubric.objects.filter(Q(project=project) | Q(project__isnull=True))
+        if not visible.filter(name__iexact=candidate).exists():
+            return candidate
+    raise AssertionError("unreachable")
+
+
 def _rename(*, rubric: Rubric, project: Project, name: str) -> None:
     """Give a project's rubric a new name (unique in the project), or refuse saying why."""
     name = name.strip()
     if not name or name == rubric.name:
         return
-    if len(name) > 200:
-        raise ValidationError("name: at most 200 characters.")
+    limit = max_length(Rubric, "name")
+    if len(name) > limit:
+        raise ValidationError(f"name: at most {limit} characters.")
+    problem = builtin_name_problem(name)
+    if problem:
+        raise ValidationError(problem)
     taken = Rubric.objects.filter(project=project, name__iexact=name).exclude(pk=rubric.pk).first()
     if taken:
         raise ValidationError(f"name: this project already has a rubric named {taken.name}.")
@@ -155,8 +188,8 @@ def edit_rubric(
     """Save an edit made from `project`'s pages as a new version (and a new `name`, when given).
 
     A built-in rubric is shared by every project, so editing it makes a project-owned copy
-    (`copied_from` the built-in version, named `name` or the built-in's name) instead of changing
-    it for everyone.
+    (`copied_from` the built-in version, named `name`, or "<built-in's name> (copy)" when `name` is empty
+    or the built-in's) instead of changing it for everyone.
     """
     if rubric.project_id not in (None, project.pk):
         raise ValidationError("This rubric belongs to another project.")
@@ -170,7 +203,12 @@ def edit_rubric(
             if latest and _same_text(_fields_of(latest), {**_fields_of(latest), **changes}):
                 return latest  # only the name changed: no new version
             return new_version(rubric, **changes)
-        copy_name = name.strip() or rubric.name
+        copy_name = name.strip()
+        if not copy_name or copy_name.lower() == rubric.name.lower():
+            copy_name = fit(rubric.name, " (copy)", limit=max_length(Rubric, "name"))
+        problem = builtin_name_problem(copy_name)
+        if problem:
+            raise ValidationError(problem)
         existing = Rubric.objects.filter(project=project, name__iexact=copy_name).first()
         if existing:
             raise ValidationError(
@@ -225,6 +263,8 @@ def import_rubric(
             .filter(project__isnull=True, name__iexact=parsed.name)
             .first()
         )
+        if rubric is None and project is not None and builtin_named(parsed.name):
+            raise RubricParseError([builtin_name_problem(parsed.name)])
         if rubric and rubric.kind != parsed.kind:
             raise RubricParseError(
                 [f"a rubric named {rubric.name} already exists as {rubric.kind}; this text is {parsed.kind}"]

@@ -305,3 +305,196 @@ def test_rubric_page_shows_only_this_projects_rating_counts_on_a_builtin(project
     page = researcher_client.get(reverse("rubric_detail", args=[project.slug, builtin.pk])).content.decode()
     assert "3 ratings" not in page
     assert "frozen" in page  # that a version is frozen still shows: it decides what an edit does
+
+
+# --- Issue 34: the 500s left, names that fit, who can be added -----------------------------------
+
+
+@pytest.mark.parametrize("parameter", ["q", "meta"])
+def test_a_nul_in_the_item_browsers_filters_is_refused_with_a_message(researcher_client, project, parameter):
+    dataset = factories.make_dataset(project, items=3)
+    value = "hel\x00lo" if parameter == "q" else "topic=wea\x00ther"
+    response = researcher_client.get(
+        reverse("dataset_detail", args=[project.slug, dataset.pk]), {parameter: value}
+    )
+    assert response.status_code == 200
+    page = response.content.decode()
+    label = "search" if parameter == "q" else "metadata filter"
+    assert f"The {label} holds a NUL character" in page
+    assert "d-0" not in page  # no item is shown as matching
+
+
+@pytest.mark.parametrize("minutes", [str(10**20), "10081", "1" * 5000])
+def test_a_reservation_timeout_past_a_week_is_refused_and_nothing_changes(
+    researcher_client, project, minutes
+):
+    version = factories.make_rubric(project=project)
+    evaluation = factories.make_evaluation(project, factories.make_dataset(project, items=2), [version])
+    response = researcher_client.post(
+        reverse("assignment_settings", args=[project.slug, evaluation.pk]),
+        {"overlap": "3", "reservation_minutes": minutes, "order": "dataset"},
+        headers={"HX-Request": "true"},
+    )
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "Nothing was changed" in page
+    assert "between 1 and 10,080 minutes" in page or "must be a whole number" in page
+    evaluation.refresh_from_db()
+    assert (evaluation.overlap, evaluation.reservation_minutes) == (2, 30)
+
+
+def test_project_names_whose_slug_passes_80_characters_get_cut_distinct_addresses(outsider_client, outsider):
+    outsider.is_staff = True
+    outsider.save(update_fields=["is_staff"])
+    common = "A study of " + "very " * 30
+    slugs = []
+    for ending in ("first", "second"):
+        name = (common + ending)[:200]
+        response = outsider_client.post("/projects/new/", {"name": common + ending, "description": ""})
+        assert response.status_code == 302, response.content.decode()[:500]
+        project = Project.objects.get(name=name)
+        assert len(project.slug) <= 80 and response["Location"] == f"/p/{project.slug}/"
+        slugs.append(project.slug)
+    assert slugs[0] != slugs[1] and slugs[1].endswith("-2")
+    assert outsider_client.get(f"/p/{slugs[1]}/").status_code == 200
+
+
+def test_a_rubric_json_nested_too_deep_is_refused_at_the_depth_of_the_other_imports(
+    researcher_client, project
+):
+    spec = '{"name": "Deep", "kind": "likert", "extra": ' + nested(5_000) + "}"
+    response = researcher_client.post(reverse("rubric_import", args=[project.slug]), {"text": spec})
+    assert response.status_code == 400
+    assert "more than 64 levels deep" in response.content.decode()
+    assert not Rubric.objects.filter(name="Deep").exists()
+
+
+LONG_NUMBER = "9" * 5_000
+
+
+def test_a_number_too_long_to_read_in_a_dataset_is_refused_with_its_line_and_field(project, tmp_path):
+    good = {"id": "a", "turns": [{"speaker": "USER", "text": "hi"}, {"speaker": "BOT", "text": "ho"}]}
+    path = tmp_path / "long.jsonl"
+    path.write_text(json.dumps(good) + "\n" + json.dumps(good).replace('"a"', '"b"')[:-1]
+                    + ', "metadata": {"x": ' + LONG_NUMBER + "}}\n")  # fmt: skip
+    result = import_dataset(project=project, name="Long", path=path)
+    assert not result.ok and not Item.objects.filter(dataset__name="Long").exists()
+    assert [(error.line, error.message) for error in result.errors] == [
+        (2, "metadata.x: a number with 5,000 digits, too long to read (at most 4,300 digits)")
+    ]
+    array = tmp_path / "long.json"
+    array.write_text("[\n" + json.dumps(good) + ',\n{"id": "b", "response": "ho", "metadata": {"n": [1, '
+                     + LONG_NUMBER + "]}}\n]")  # fmt: skip
+    result = import_dataset(project=project, name="Long", path=array)
+    assert [(error.line, error.message.split(":")[0]) for error in result.errors] == [(3, "metadata.n[1]")]
+
+
+def test_a_number_too_long_to_read_in_ratings_or_a_rubric_spec_is_refused_naming_it(
+    hostile_evaluation, tmp_path, researcher_client, project
+):
+    path = tmp_path / "ratings.jsonl"
+    row = {"item_id": "d-1", "rubric": "Signed", "rater": "eve", "rater_kind": "human", "value": "1"}
+    path.write_text(json.dumps(row) + "\n" + json.dumps(row).replace('"1"}', LONG_NUMBER + "}") + "\n")
+    with pytest.raises(RatingsImportError, match="line 2: value: a number with 5,000 digits"):
+        import_ratings(evaluation=hostile_evaluation, path=path)
+    spec = '{"name": "Long", "kind": "likert", "extra": ' + LONG_NUMBER + "}"
+    response = researcher_client.post(reverse("rubric_import", args=[project.slug]), {"text": spec})
+    assert response.status_code == 400
+    assert "extra: a number with 5,000 digits" in response.content.decode()
+
+
+def test_a_project_rubric_cannot_take_a_builtins_name_by_form_or_in_the_database(researcher_client, project):
+    from django.db import IntegrityError, transaction
+
+    ensure_builtin_rubrics()
+    spec = json.dumps(
+        {"name": "repetitiveness", "kind": "likert", "scale": NEGATIVE_SCALE,
+         "prompt_template": "Rate {criterion}.\n\n{scale}\n\n{{Dialog}}"}
+    )  # fmt: skip
+    response = researcher_client.post(reverse("rubric_import", args=[project.slug]), {"text": spec})
+    assert response.status_code == 400
+    assert "Repetitiveness is the name of a built-in rubric" in response.content.decode(), re.findall(
+        r'class="[^"]*error[^"]*">(.*?)<', response.content.decode(), re.S
+    )
+    assert not Rubric.objects.filter(project=project).exists()
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Rubric.objects.create(project=project, name="REPETITIVENESS", kind="likert")
+    own = Rubric.objects.create(project=project, name="Mine", kind="likert")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Rubric.objects.filter(pk=own.pk).update(name="Repetitiveness")
+
+
+def test_examples_from_disagreements_on_a_builtin_make_numbered_copies_named_apart(project):
+    import numpy as np
+
+    from agreement.compare import runs_of
+    from agreement.examples import candidates, make_examples_version
+    from tests.agreement.helpers import make_rated_evaluation
+
+    truth = np.random.default_rng(9).integers(1, 6, 40)
+    table = {
+        "ann": [str(v) for v in truth],
+        "bob": [str(v) for v in truth],
+        "judge": [str(v) if n % 3 else str(6 - v if v != 3 else 4) for n, v in enumerate(truth)],
+    }
+    evaluation, version = make_rated_evaluation(project, kind="likert", table=table, models=["judge"])
+    Rubric.objects.filter(pk=version.rubric_id).update(project=None, name="Shared " + "x" * 193)
+    (run,) = runs_of(evaluation)
+    chosen = [candidate.item.pk for candidate in candidates(evaluation=evaluation, run=run)][:1]
+    first = make_examples_version(evaluation=evaluation, run=run, item_ids=chosen)
+    second = make_examples_version(evaluation=evaluation, run=run, item_ids=chosen)
+    names = [first.rubric.name, second.rubric.name]
+    assert names[0].endswith(" (examples)") and names[1].endswith(" (examples 2)")
+    assert all(len(name) <= 200 and name.startswith("Shared xxx") for name in names)
+    assert (first.number, second.number) == (1, 1) and first.rubric.project == project
+    builtin_names = set(Rubric.objects.filter(project__isnull=True).values_list("name", flat=True))
+    assert not builtin_names & set(Rubric.objects.filter(project=project).values_list("name", flat=True))
+
+
+def test_a_researcher_adds_only_people_who_share_a_project_and_learns_nothing_of_others(
+    researcher_client, researcher, project, outsider
+):
+    """The same words for an account elsewhere on the server and for none at all; staff may add anyone."""
+    version = factories.make_rubric(project=project)
+    evaluation = factories.make_evaluation(project, factories.make_dataset(project, items=2), [version])
+    add = reverse("annotators_add", args=[project.slug, evaluation.pk])
+    member = reverse("project_member_add", args=[project.slug])
+    answers = {}
+    for name in (outsider.username, "ghost"):
+        page = researcher_client.post(
+            add, {"usernames": name}, headers={"HX-Request": "true"}
+        ).content.decode()
+        answers[name] = re.sub(r"\b[A-Za-z0-9]{64}\b", "TOKEN", page).replace(name, "NAME")
+        refused = researcher_client.post(member, {"username": name, "role": "annotator"})
+        assert refused.status_code == 400
+        answers[name + "/member"] = re.sub(r"\b[A-Za-z0-9]{64}\b", "TOKEN", refused.content.decode()).replace(
+            name, "NAME"
+        )
+    assert answers[outsider.username] == answers["ghost"]
+    assert answers[outsider.username + "/member"] == answers["ghost/member"]
+    assert "that you can add" in answers["ghost"]
+    assert project.role_of(outsider) is None and not evaluation.annotators.filter(pk=outsider.pk).exists()
+    created = researcher_client.post(
+        reverse("annotator_create", args=[project.slug, evaluation.pk]),
+        {"username": outsider.username, "email": ""},
+        headers={"HX-Request": "true"},
+    ).content.decode()
+    assert "cannot be used; choose another" in created and "already exists" not in created
+    researcher.is_staff = True
+    researcher.save(update_fields=["is_staff"])
+    assert (
+        researcher_client.post(member, {"username": outsider.username, "role": "annotator"}).status_code
+        == 302
+    )
+    assert project.role_of(outsider) == "annotator"
+
+
+@pytest.mark.parametrize("params", [{"key": "to\x00pic", "value": "x"}, {"key": "topic", "value": "x\x00"}])
+@pytest.mark.parametrize("view", ["agreement_report", "agreement_report_json", "agreement_report_csv"])
+def test_a_nul_in_the_reports_metadata_filter_is_a_bad_request_not_a_500(
+    researcher_client, project, view, params
+):
+    version = factories.make_rubric(project=project)
+    evaluation = factories.make_evaluation(project, factories.make_dataset(project, items=2), [version])
+    response = researcher_client.get(reverse(view, args=[project.slug, evaluation.pk]), params)
+    assert response.status_code == 400

@@ -101,15 +101,17 @@ def test_placeholders_ignore_json_braces_and_match_both_syntaxes():
     }
 
 
-def test_rubric_spec_resolves_latest_or_named_version_preferring_the_project_copy(project):
+def test_rubric_spec_resolves_latest_or_named_version_of_the_project_or_a_builtin(project):
+    # A project's rubric never has a built-in's name (issue 34): each name points at one rubric.
     builtin = factories.make_rubric(project=None, name="Shared")
-    own = factories.make_rubric(project=project, name="Shared")
+    own = factories.make_rubric(project=project, name="Own")
     own.rubric.versions.create(number=2, criterion="x", scale=own.scale, prompt_template="y")
-    assert resolve_rubric_version(project, "Shared").number == 2
-    assert resolve_rubric_version(project, "Shared@1") == own
+    assert resolve_rubric_version(project, "Own").number == 2
+    assert resolve_rubric_version(project, "Own@1") == own
+    assert resolve_rubric_version(project, "Shared") == builtin
     assert resolve_rubric_version(factories.make_project(), "Shared") == builtin
     with pytest.raises(ValidationError, match=r"has no version 7 \(versions: 1, 2\)"):
-        resolve_rubric_version(project, "Shared@7")
+        resolve_rubric_version(project, "Own@7")
     with pytest.raises(ValidationError, match="No rubric named 'Nope'"):
         resolve_rubric_version(project, "Nope@1")
 

@@ -687,3 +687,19 @@ def test_negative_prices_are_refused_by_the_form_and_the_database(researcher_cli
 def test_a_judge_cannot_hold_a_pasted_key_and_a_server_credential_at_once(project, listener):
     with pytest.raises(IntegrityError), transaction.atomic():
         make_judge(project, listener, api_key_encrypted="token", api_key_hint="sk-...abcd")
+
+
+def test_runs_of_the_longest_judge_and_rubric_names_get_rater_names_that_fit_and_differ(project, listener):
+    """Issue 34: judge (120) + rubric (200) + " · run N" passed the rater's 200 characters: a 500."""
+    from judges.services import launch_run
+    from projects.names import max_length
+    from rubrics.models import Rubric
+
+    version = factories.make_rubric(project=project, name="R" * max_length(Rubric, "name"))
+    evaluation = factories.make_evaluation(project, factories.make_dataset(project, items=2), [version])
+    judge = make_judge(project, listener, name="J" * max_length(Judge, "name"))
+    runs = [launch_run(judge=judge, evaluation=evaluation, rubric_version=version) for _ in range(2)]
+    names = [run.rater.name for run in runs]
+    assert all(len(name) == 200 for name in names)
+    assert [name[-12:] for name in names] == ["R…@1 · run 1", "R…@1 · run 2"]
+    assert names[0].startswith("J" * 120 + " · RRR")

@@ -86,7 +86,10 @@ def test_project_name_taken_is_refused_with_the_reason(outsider_client, project,
 
 
 @pytest.mark.django_db
-def test_researcher_adds_an_existing_user_as_annotator(researcher_client, project, outsider):
+def test_researcher_adds_someone_they_share_a_project_with_as_annotator(
+    researcher_client, researcher, project, outsider
+):
+    factories.make_project(name="Earlier study", researchers=[researcher], annotators=[outsider])
     response = researcher_client.post(
         f"/p/{project.slug}/members/", {"username": outsider.username, "role": "annotator"}
     )
@@ -100,7 +103,7 @@ def test_unknown_username_is_refused_naming_it(researcher_client, project):
         f"/p/{project.slug}/members/", {"username": "ghost", "role": "annotator"}
     )
     assert response.status_code == 400
-    assert "No user is called &#x27;ghost&#x27;" in response.content.decode()
+    assert "No account named &#x27;ghost&#x27; that you can add" in response.content.decode()
 
 
 @pytest.mark.django_db

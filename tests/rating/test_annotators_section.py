@@ -31,20 +31,25 @@ def test_section_tag_lists_annotators_with_their_counts(evaluation, annotator, r
     assert url("annotators_add", evaluation) in html and url("assignment_settings", evaluation) in html
 
 
-def test_researcher_adds_existing_accounts_who_become_project_annotators(researcher_client, evaluation):
+def test_researcher_adds_existing_accounts_who_become_project_annotators(
+    researcher_client, researcher, evaluation
+):
     newcomer = factories.make_user("ben", password=None)
+    factories.make_project(name="Earlier study", researchers=[researcher], annotators=[newcomer])
     response = researcher_client.post(url("annotators_add", evaluation), {"usernames": "ben, anna"})
     assert response.status_code == 302
     assert set(evaluation.annotators.values_list("username", flat=True)) == {"anna", "ben"}
     assert Membership.objects.get(user=newcomer, project=evaluation.project).role == "annotator"
 
 
-def test_adding_an_unknown_username_adds_nobody(researcher_client, evaluation):
-    factories.make_user("ben", password=None)
+def test_adding_an_unknown_username_adds_nobody(researcher_client, researcher, evaluation):
+    ben = factories.make_user("ben", password=None)
+    factories.make_project(name="Earlier study", researchers=[researcher], annotators=[ben])
     response = researcher_client.post(
         url("annotators_add", evaluation), {"usernames": "ben nobody"}, headers={"HX-Request": "true"}
     )
-    assert "No account named nobody; nobody was added." in response.content.decode()
+    assert "No account named nobody that you can add" in response.content.decode()
+    assert "nobody was added" in response.content.decode()
     assert list(evaluation.annotators.values_list("username", flat=True)) == ["anna"]
 
 

@@ -199,7 +199,7 @@ def test_demo_04_export_lets_a_reader_match_the_explanation_to_its_side(
     result = import_dataset(project=project, path=Path("projects/demo/dataset.jsonl"), name="Demo")
     assert result.ok
     dataset = project.datasets.get(name="Demo")
-    pairwise = factories.make_rubric(project=project, name="Multi-turn chat quality", kind="pairwise")
+    pairwise = factories.make_rubric(project=project, name="Chat quality", kind="pairwise")
     evaluation = factories.make_evaluation(project, dataset, [pairwise], overlap=1, annotators=[annotator])
     item = dataset.items.get(external_id="demo-04")
     Assignment.objects.create(

@@ -2,7 +2,7 @@
 
 import pytest
 from django.core.exceptions import ValidationError
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 
 from rubrics.builtins import ensure_builtin_rubrics
 from rubrics.models import Rubric, RubricVersion
@@ -51,14 +51,15 @@ def test_editing_a_builtin_makes_a_project_copy_and_leaves_the_builtin_alone(bui
     )
     copy = edit_rubric(rubric=builtin.rubric, project=project, changes={"prompt_template": text})
     assert copy.rubric.project == project
-    assert (copy.rubric.name, copy.rubric.kind, copy.number) == ("Repetitiveness", "likert", 1)
+    # Named apart from the built-in: two rubrics answering to Repetitiveness@1 could not be told apart.
+    assert (copy.rubric.name, copy.rubric.kind, copy.number) == ("Repetitiveness (copy)", "likert", 1)
     assert copy.rubric.copied_from == builtin
     assert (copy.prompt_template, copy.description) == (text, "How repetitive.")
     assert copy.notes == "Project copy of the built-in rubric Repetitiveness@1."
     builtin.refresh_from_db()
     assert builtin.description == "the degree to which the chatbot was repetitive."
     assert builtin.rubric.versions.count() == 1
-    with pytest.raises(ValidationError, match="already has a rubric named Repetitiveness"):
+    with pytest.raises(ValidationError, match=r"already has a rubric named Repetitiveness \(copy\)"):
         edit_rubric(rubric=builtin.rubric, project=project, changes={"prompt_template": text + " "})
 
 
@@ -141,3 +142,34 @@ def test_renaming_a_project_rubric_alone_makes_no_new_version(project):
     assert same == first and Rubric.objects.get(pk=first.rubric_id).name == "Kindness"
     with pytest.raises(ValidationError, match="already has a rubric named Taken"):
         edit_rubric(rubric=first.rubric, project=project, changes={}, name="taken")
+
+
+class _Editor:
+    """What the migration's functions use of a schema editor, on the test's own transaction."""
+
+    def __init__(self, connection):
+        self.connection = connection
+
+    def execute(self, sql, params=None):
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql, params)
+
+
+def test_the_migration_renames_project_rubrics_that_had_a_builtins_name(builtins, project):
+    import importlib
+
+    from django.apps import apps
+    from django.db import connection
+
+    migration = importlib.import_module("rubrics.migrations.0004_rubric_names_apart_from_builtins")
+    editor = _Editor(connection)
+    migration.backwards(apps, editor)  # as before it: the name could be taken
+    taken = factories.make_rubric(project=project, name="repetitiveness")
+    factories.make_rubric(project=project, name="Repetitiveness (copy)")
+    other = factories.make_rubric(project=factories.make_project(name="Other"), name="Repetitiveness")
+    migration.forwards(apps, editor)
+    taken.rubric.refresh_from_db()
+    other.rubric.refresh_from_db()
+    assert (taken.rubric.name, other.rubric.name) == ("repetitiveness (copy 2)", "Repetitiveness (copy)")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Rubric.objects.create(project=project, name="Repetitiveness", kind="likert")
