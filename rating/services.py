@@ -289,9 +289,10 @@ def _reclaim(*, assignment: Assignment, now: datetime) -> None:
 
 
 def read_answers(
-    *, versions: list[RubricVersion], data: FormData, left_side: str
+    *, versions: list[RubricVersion], data: FormData, left_side: str, explain: set[int]
 ) -> tuple[dict[int, Answer], AnswerErrors]:
-    """Read `rubric-<version id>` / `explanation-<version id>` fields of a submitted form and check them.
+    """Read `rubric-<version id>` / `explanation-<version id>` fields of a submitted form and check them;
+    the versions in `explain` need an explanation (rater_view.people_explain).
 
     A pairwise field holds the letter the person picked as shown (A = their left card, whichever
     response that is, so the page never says which card is the response); the answer holds the
@@ -319,7 +320,7 @@ def read_answers(
                 f"“{value}” is not on the scale of “{version.criterion}” (allowed: {allowed})."
             )
             continue
-        if version.explanation_required and not explanation:
+        if version.pk in explain and not explanation:
             errors.fields[f"explanation-{version.pk}"] = f"“{version.criterion}” asks for an explanation."
             continue
         if version.kind == Rubric.Kind.PAIRWISE:
