@@ -153,7 +153,9 @@ class RaterView(models.Model):
     )
     # Ids rather than a many-to-many table: read with the rest of the row on every submit, no extra query.
     explain_versions = models.JSONField(
-        default=list, blank=True, help_text="Ids of the rubric versions whose rating needs an explanation from people."
+        default=list,
+        blank=True,
+        help_text="Ids of the rubric versions whose rating needs an explanation from people.",
     )
 
     def __str__(self) -> str:

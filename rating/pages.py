@@ -146,7 +146,7 @@ def rubric_forms(
     explain: set[int],
     keys: Shortcuts | None = None,
 ) -> list[RubricForm]:
-    """`explain`: the versions whose rating needs an explanation from people; `keys`: the person's shortcuts."""
+    """`explain`: the versions whose rating needs an explanation from people; `keys`: their shortcuts."""
     forms = []
     for version in versions:
         pairwise = version.rubric.kind == Rubric.Kind.PAIRWISE

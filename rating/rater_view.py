@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import markdown
 import nh3
+from django.http import QueryDict
 from django.utils.safestring import SafeString, mark_safe
 
 from datasets.models import Item
@@ -31,7 +32,8 @@ def people_explain(view: RaterView | None, versions: list[RubricVersion]) -> set
     """
     if view is not None:
         return {version.pk for version in versions if version.pk in set(view.explain_versions)}
-    return {version.pk for version in versions if version.explanation_required and version.rubric.project_id}
+    custom = [version for version in versions if version.rubric.project_id is not None]
+    return {version.pk for version in custom if version.explanation_required}
 
 
 def guidelines_html(text: str) -> SafeString:
@@ -42,7 +44,7 @@ def guidelines_html(text: str) -> SafeString:
 
 
 def shown_metadata(item: Item, view: RaterView | None) -> list[tuple[str, str]]:
-    """(key, value as text) of the metadata the researcher chose to show, in their order; missing keys left out."""
+    """(key, value as text) of the metadata chosen to be shown, in the chosen order; missing ones left out."""
     if view is None or not isinstance(item.metadata, dict):
         return []
     shown = []
@@ -70,7 +72,7 @@ def form_of(evaluation: Evaluation, versions: list[RubricVersion]) -> RaterViewF
     )
 
 
-def read_form(evaluation: Evaluation, versions: list[RubricVersion], data) -> RaterViewForm:  # noqa: ANN001
+def read_form(evaluation: Evaluation, versions: list[RubricVersion], data: QueryDict) -> RaterViewForm:
     """The submitted settings, each problem named by its field."""
     form = RaterViewForm(guidelines=str(data.get("guidelines", "")).replace("\r\n", "\n"))
     if len(form.guidelines) > MAX_GUIDELINES_CHARS:
@@ -90,10 +92,12 @@ def read_form(evaluation: Evaluation, versions: list[RubricVersion], data) -> Ra
                 + " (keys are case-sensitive)."
             )
     known = {str(version.pk): version.pk for version in versions}
-    chosen = data.getlist("explain") if hasattr(data, "getlist") else []
+    chosen = data.getlist("explain")
     unknown = [value for value in chosen if value not in known]
     if unknown:
-        form.errors["explain"] = f"Explanations: rubric version {unknown[0]!r} is not part of this evaluation."
+        form.errors["explain"] = (
+            f"Explanations: rubric version {unknown[0]!r} is not part of this evaluation."
+        )
     form.explain = {known[value] for value in chosen if value in known}
     return form
 

@@ -46,7 +46,8 @@ def undo_submit(
         if latest is None or latest.item_id != item_id:
             raise RatingRefused("Only your last submit can be undone; revise earlier items from History.")
         if latest.status != Status.DONE:
-            return _take_back_set_aside(latest, now=now), {"reason": latest.reason}
+            reason = latest.reason  # cleared by taking the item back; shown again in its box
+            return _take_back_set_aside(latest, now=now), {"reason": reason}
         ratings = list(
             Rating.objects.select_for_update().filter(
                 evaluation=evaluation,

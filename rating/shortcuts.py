@@ -4,7 +4,9 @@ Digits always pick scale values (the digit beside each value), so no action can 
 Enter (submit) and Esc (leave a text box) are not character keys and stay as they are.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from django.contrib.auth.models import User
 
@@ -47,18 +49,17 @@ def known_keys(keys: object) -> dict[str, str]:
     return {action: key for action, key in keys.items() if action in DEFAULT_KEYS and isinstance(key, str)}
 
 
-def read_keys(data: dict[str, str] | object) -> tuple[dict[str, str], dict[str, str]]:
+def read_keys(data: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
     """The key of each action from a submitted form (`key-<action>`), and the problems per field.
 
     A key must be one printable, non-space character other than a digit, and no two actions may share
     one (letters count as the same key in either case: the page reads them in lower case).
     """
-    get = getattr(data, "get")
     keys: dict[str, str] = {}
     errors: dict[str, str] = {}
     for action, label in ACTIONS:
         field = f"key-{action}"
-        raw = str(get(field) or "")
+        raw = str(data.get(field) or "")
         key = raw.strip().lower() if raw.strip() else raw
         if len(key) != 1 or not key.isprintable() or key.isspace():
             errors[field] = f"The key to {label} must be one character (got “{raw}”)."

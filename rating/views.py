@@ -105,7 +105,10 @@ def annotator_home(request: SignedInHtmxRequest) -> HttpResponse:
 
 
 def _home(
-    request: SignedInHtmxRequest, keys: shortcuts.Shortcuts, errors: dict[str, str] | None = None, status: int = 200
+    request: SignedInHtmxRequest,
+    keys: shortcuts.Shortcuts,
+    errors: dict[str, str] | None = None,
+    status: int = 200,
 ) -> HttpResponse:
     context = {
         "progress": annotator_progress(user=request.user),
@@ -304,7 +307,9 @@ def rate_submit(request: SignedInHtmxRequest, slug: str, pk: int, item_id: int) 
     seconds_spent = services.seconds_since(request.POST.get("shown_at"))
     try:
         if request.htmx and not was_done:  # the usual submit: saved and the next item in one transaction
-            return _submit_and_next(request, evaluation, assignment, answers, seconds_spent, versions, settings)
+            return _submit_and_next(
+                request, evaluation, assignment, answers, seconds_spent, versions, settings
+            )
         result = services.submit_ratings(
             evaluation=evaluation,
             item_id=item_id,
@@ -319,7 +324,11 @@ def rate_submit(request: SignedInHtmxRequest, slug: str, pk: int, item_id: int) 
         return _refused(request, evaluation, assignment, errors, status=409, stage=pages.REST)
     name = _neutral_name(assignment)
     if was_done:
-        notice = f"Revised {name}." if result.revised else f"{name.capitalize()} was already saved with these answers."
+        notice = (
+            f"Revised {name}."
+            if result.revised
+            else f"{name.capitalize()} was already saved with these answers."
+        )
         messages.success(request, notice)
         history = reverse("rate_history", args=[slug, pk])
         return HttpResponseClientRedirect(history) if request.htmx else redirect(history)
@@ -464,7 +473,6 @@ def rater_view_settings(request: SignedInHtmxRequest, slug: str, pk: int) -> Htt
         "evaluation_url": evaluation_page_url(evaluation),
     }
     return render(request, "rating/rater_view_settings.html", context, status=status)
-
 
 
 def _section_response(request: SignedInHtmxRequest, evaluation: Evaluation, **extra: Any) -> HttpResponse:

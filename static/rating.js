@@ -101,6 +101,7 @@
     showRatedReply();
     form.classList.toggle("one-at-a-time", PHONE.matches);
     var forms = rubricForms(form);
+    restoreDraft(form);
     forms.forEach(function (fieldset) {
       showChoice(fieldset);
       fieldset.addEventListener("focusin", function () { setActive(form, fieldset, false); });
@@ -246,14 +247,43 @@
   function unsaved(form) { return form && (form.dataset.dirty === "1" || form.dataset.unsaved === "1"); }
   function markDirty(event) {
     var form = ratingForm();
-    if (form && form.contains(event.target)) { form.dataset.dirty = "1"; }
+    if (form && form.contains(event.target)) { form.dataset.dirty = "1"; saveDraft(form); }
+  }
+
+  // What the person picked and typed in a form not yet sent is kept in this tab (sessionStorage) and put
+  // back after a reload, so a reload neither loses it nor leaves a fresh form where the next letters
+  // typed would be taken as shortcuts. Only into a form that arrived with no answer of its own.
+  function draftKey(form) { return "concord-draft:" + form.getAttribute("action") + ":" + (form.elements.stage || {}).value; }
+  function saveDraft(form) {
+    var draft = {};
+    Array.from(form.querySelectorAll("fieldset.rubric-form input[type=radio]:checked, fieldset.rubric-form textarea"))
+      .forEach(function (field) { draft[field.name] = field.value; });
+    try { sessionStorage.setItem(draftKey(form), JSON.stringify(draft)); } catch (error) { /* storage full or off */ }
+  }
+  function restoreDraft(form) {
+    var draft = null;
+    try { draft = JSON.parse(sessionStorage.getItem(draftKey(form)) || "null"); } catch (error) { return; }
+    var typed = Array.from(form.querySelectorAll("fieldset.rubric-form textarea")).some(function (box) { return box.value.trim(); });
+    if (!draft || typed || form.querySelector("fieldset.rubric-form input[type=radio]:checked")) { return; }
+    Object.keys(draft).forEach(function (name) {
+      var fields = Array.from(form.querySelectorAll("fieldset.rubric-form [name]")).filter(function (field) { return field.name === name; });
+      fields.forEach(function (field) {
+        if (field.type === "radio") { field.checked = field.value === draft[name]; } else { field.value = draft[name]; }
+      });
+    });
+    form.dataset.dirty = "1";
   }
   document.addEventListener("change", markDirty);
   document.addEventListener("input", markDirty);
   document.addEventListener("htmx:beforeRequest", function (event) {
     var form = ratingForm();
     var panel = document.getElementById("rating-panel");
-    if (form && panel && panel.contains(event.detail.elt)) { form.dataset.dirty = ""; form.dataset.unsaved = ""; }
+    if (form && panel && panel.contains(event.detail.elt)) {
+      form.dataset.dirty = "";
+      form.dataset.unsaved = "";
+      // Sent: a refusal brings the answers back from the server, a success makes the draft stale.
+      try { sessionStorage.removeItem(draftKey(form)); } catch (error) { /* storage off */ }
+    }
   });
   window.addEventListener("beforeunload", function (event) {
     if (unsaved(ratingForm())) { event.preventDefault(); event.returnValue = ""; }

@@ -15,7 +15,7 @@ from projects.models import Membership
 from rating.models import Assignment
 from tests import factories
 from tests.browser.pages import log_in
-from tests.browser.test_rating_in_browser import make_study
+from tests.browser.test_rating_in_browser import make_study, require_explanation
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
@@ -80,6 +80,7 @@ def test_a_refused_submit_keeps_the_page_with_debug_on_as_bin_concord_runs_the_d
     page = chromium.new_page()
     page.set_default_timeout(20_000)
     evaluation = make_study(annotator)
+    require_explanation(evaluation)
     log_in(page, live_server, "anna", f"/p/{evaluation.project.slug}/evaluations/{evaluation.pk}/rate/")
     page.wait_for_selector("#rating-panel[data-stage='compare']")
     page.keyboard.press("a")

@@ -158,7 +158,11 @@ def test_revising_from_history_keeps_every_earlier_value(
         url("rate_submit", evaluation, assignment.item_id), answers(likert, pairwise, value="2")
     )
     history = annotator_client.get(url("rate_history", evaluation)).content.decode()
-    assert "item 1" in history and "d-0" not in history and url("rate_item", evaluation, assignment.item_id) in history
+    assert (
+        "item 1" in history
+        and "d-0" not in history
+        and url("rate_item", evaluation, assignment.item_id) in history
+    )
     form = annotator_client.get(
         url(
             "rate_item",

@@ -1,4 +1,4 @@
-"""Each person's single-key shortcuts (WCAG 2.1.4): turned off or rebound on their account, shown on the page."""
+"""Each person's single-key shortcuts (WCAG 2.1.4): off or rebound on their account, shown on the page."""
 
 import re
 
@@ -58,7 +58,14 @@ def test_rebound_keys_are_kept_on_the_account_and_shown_on_the_page(annotator_cl
     data = {**form(A="j", SAME="x", B="l", skip="q", undo="z", guidelines="?"), "shortcuts_on": "on"}
     assert annotator_client.post(reverse("keyboard_settings"), data).status_code == 302
     kept = KeyboardSettings.objects.get(user=annotator)
-    assert kept.shortcuts_on and kept.keys == {"A": "j", "SAME": "x", "B": "l", "skip": "q", "undo": "z", "guidelines": "?"}
+    assert kept.shortcuts_on and kept.keys == {
+        "A": "j",
+        "SAME": "x",
+        "B": "l",
+        "skip": "q",
+        "undo": "z",
+        "guidelines": "?",
+    }
     page = rating_page(annotator_client, evaluation)
     assert 'data-key="j"' in page and 'data-key="x"' in page and 'data-key="l"' in page
     assert "<kbd>q</kbd> skip" in page and "<kbd>?</kbd> guidelines" in page
