@@ -5,7 +5,7 @@ the queue goes on where it should. Read back from the database."""
 import pytest
 
 from evaluations.models import Rating, RatingRevision
-from rating.models import Assignment, KeyboardSettings
+from rating.models import Assignment, KeyboardSettings, RaterView
 from tests.browser.pages import log_in
 from tests.browser.test_rating_in_browser import make_study, require_explanation
 
@@ -166,6 +166,10 @@ def test_shortcuts_turned_off_never_pick_and_rebound_keys_do(browser_page, live_
     page.on("dialog", lambda dialog: dialog.accept())
     evaluation = make_study(annotator, items=2)
     KeyboardSettings.objects.create(user=annotator, shortcuts_on=False)
+    guidelines = (
+        "Read the whole dialog first.\n\n* **Prefer the reply that** keeps the talk going\n* Ignore typos"
+    )
+    RaterView.objects.create(evaluation=evaluation, guidelines=guidelines)
     rate = f"{live_server.url}/p/{evaluation.project.slug}/evaluations/{evaluation.pk}/rate/"
     log_in(page, live_server, "anna", rate)
     page.keyboard.type("absku g 123")
@@ -181,6 +185,8 @@ def test_shortcuts_turned_off_never_pick_and_rebound_keys_do(browser_page, live_
     assert page.locator("input[type=radio]:checked").count() == 0
     page.keyboard.press("?")
     assert page.locator("#guidelines[open]").count() == 1
+    assert "Prefer the reply that" in page.inner_text("#guidelines strong")
+    page.screenshot(path="/tmp/concord-guidelines.png", full_page=False)
     page.keyboard.press("?")
     page.keyboard.press("j")
     assert page.locator("input[type=radio]:checked").get_attribute("value") == "A"
