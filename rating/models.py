@@ -44,6 +44,12 @@ class Slot(models.Model):
             models.Index(
                 fields=["evaluation", "rank"], condition=models.Q(is_open=True), name="slot_open_by_rank"
             ),
+            # "Least rated first": the open slot with the fewest claims, read from the index's first entry.
+            models.Index(
+                fields=["evaluation", "claims", "rank"],
+                condition=models.Q(is_open=True),
+                name="slot_open_by_claims",
+            ),
         ]
 
     def __str__(self) -> str:
