@@ -33,6 +33,7 @@ class Option:
     label: str
     description: str
     key: str  # the keyboard key that picks it
+    where: str = ""  # pairwise: the side its card is on, "left" or "right" (top or bottom when stacked)
 
 
 @dataclass
@@ -118,8 +119,9 @@ def pairwise_options(version: RubricVersion, keys: Shortcuts | None = None) -> l
             label=label,
             description=str(by_value.get(letter, {}).get("description", "")),
             key=keys.key(letter) if keys else letter[0].lower(),
+            where=where,
         )
-        for letter, label in [("A", "A (left)"), ("SAME", "SAME"), ("B", "B (right)")]
+        for letter, label, where in [("A", "A (left)", "left"), ("SAME", "SAME", ""), ("B", "B (right)", "right")]
     ]
 
 
