@@ -333,6 +333,22 @@
     showProblem("Not saved: the server could not be reached. Your answers are still in the form; submit again.");
   });
 
+  // A phone in step 2: the comparison was read in step 1, so the page starts at the rated reply, with the
+  // open rubric under it, rather than at the dialog's first turn a long scroll above.
+  function phoneStart() {
+    var panel = document.getElementById("rating-panel");
+    var target = document.querySelector(".chat .turn.target");
+    if (!PHONE.matches || !panel || panel.dataset.stage !== "rest" || !target) { return; }
+    var header = document.querySelector(".topbar");
+    var offset = header ? header.getBoundingClientRect().height + 8 : 8;
+    window.scrollBy({ top: target.getBoundingClientRect().top - offset, behavior: "instant" });
+  }
+
   document.addEventListener("DOMContentLoaded", init);
   document.addEventListener("htmx:load", init);
+  document.addEventListener("DOMContentLoaded", phoneStart);
+  document.addEventListener("htmx:afterSettle", function (event) {
+    var target = event.detail.target;
+    if (target && target.id === "rating-panel") { setTimeout(phoneStart, 0); }  // after htmx's own "show:top"
+  });
 })();

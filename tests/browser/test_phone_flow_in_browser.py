@@ -41,12 +41,15 @@ def test_a_phone_rates_by_taps_with_little_scrolling(chromium, live_server, anno
         thumb.tap("fieldset[data-kind=pairwise] label.option:has(input[value=A])")
         thumb.tap("#rating-form button[type=submit]")
         page.wait_for_selector("#rating-panel[data-stage='rest']")
+        page.wait_for_timeout(300)  # the page settles where it starts (htmx's swap, then rating.js)
         for _ in range(3):  # one rubric open at a time; a tap on a value opens the next
             thumb.tap("fieldset.rubric-form.active label.option:has(input[value='3'])")
         thumb.tap("#rating-form button[type=submit]")
         page.wait_for_selector(f"#rating-panel:not([data-item='{item}'])")
     per_item_scroll, per_item_taps = thumb.scrolled / ITEMS, thumb.taps / ITEMS
-    print(f"\nphone 390x844: {per_item_scroll:.0f} px scrolled and {per_item_taps:.0f} taps per item (2 steps)")
+    print(
+        f"\nphone 390x844: {per_item_scroll:.0f} px scrolled and {per_item_taps:.0f} taps per item (2 steps)"
+    )
     assert Rating.objects.filter(evaluation=evaluation).count() == 4 * ITEMS
     page.wait_for_selector("#rating-panel[data-stage='compare']")
     cards = page.locator(".pair .side h3").all_inner_texts()
