@@ -106,6 +106,10 @@ def scale_options(version: RubricVersion) -> list[Option]:
     return options
 
 
+# (letter, label, side of its card) of the pairwise options, as the person sees them.
+PAIRWISE_LETTERS = [("A", "A (left)", "left"), ("SAME", "SAME", ""), ("B", "B (right)", "right")]
+
+
 def pairwise_options(version: RubricVersion, keys: Shortcuts | None = None) -> list[Option]:
     """A / SAME / B as the person sees them: A is the left card, whichever response that is for them.
 
@@ -121,7 +125,7 @@ def pairwise_options(version: RubricVersion, keys: Shortcuts | None = None) -> l
             key=keys.key(letter) if keys else letter[0].lower(),
             where=where,
         )
-        for letter, label, where in [("A", "A (left)", "left"), ("SAME", "SAME", ""), ("B", "B (right)", "right")]
+        for letter, label, where in PAIRWISE_LETTERS
     ]
 
 
