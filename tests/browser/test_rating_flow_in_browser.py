@@ -234,7 +234,12 @@ def test_phone_layout_dialog_first_one_rubric_open_and_a_short_header(chromium, 
         page.keyboard.type("B is kinder.")
         page.keyboard.press("Enter")
         page.wait_for_selector("#rating-panel[data-stage='rest']")
-        assert scrolled_to_top(page)
+        # Step 2 starts at the rated reply under the header (the comparison was read in step 1), not at
+        # the dialog's first turn.
+        page.wait_for_function(
+            "() => { const t = document.querySelector('.chat .turn.target').getBoundingClientRect().top;"
+            " return window.scrollY > 0 && Math.abs(t - document.querySelector('.topbar').offsetHeight - 8) < 3 }"
+        )
         assert box(page, ".dialog-card")["y"] < box(page, "#rating-form")["y"]
         open_scales = page.locator("fieldset.rubric-form .scale:visible").count()
         assert open_scales == 1  # the other rubrics are one line each
