@@ -238,7 +238,8 @@ def test_phone_layout_dialog_first_one_rubric_open_and_a_short_header(chromium, 
         # the dialog's first turn.
         page.wait_for_function(
             "() => { const t = document.querySelector('.chat .turn.target').getBoundingClientRect().top;"
-            " return window.scrollY > 0 && Math.abs(t - document.querySelector('.topbar').offsetHeight - 8) < 3 }"
+            " const header = document.querySelector('.topbar').offsetHeight;"
+            " return window.scrollY > 0 && Math.abs(t - header - 8) < 3 }"
         )
         assert box(page, ".dialog-card")["y"] < box(page, "#rating-form")["y"]
         open_scales = page.locator("fieldset.rubric-form .scale:visible").count()
