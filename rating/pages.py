@@ -19,6 +19,7 @@ from .progress import AnnotatorProgress, annotator_progress
 from .shortcuts import Shortcuts, shortcuts_of
 
 HISTORY_PAGE_SIZE = 50
+LAST_TURNS = 3  # turns of the dialog shown before the rated reply on a phone; the earlier ones fold away
 
 
 # The rating page's stages. An evaluation that mixes pairwise and other rubrics asks for the
@@ -276,6 +277,9 @@ def rating_context(
         "no_room": set_aside_before and not revisit.has_room(assignment=assignment),
         "undo": _undo_offer(evaluation, assignment, last_submit),
         "position": position_of(assignment, progress),
+        # The dialog's last few turns in full; the earlier ones fold on a phone (rating.js).
+        "earlier_turns": item.context[:-LAST_TURNS] if len(item.context) > LAST_TURNS + 1 else [],
+        "last_turns": item.context[-LAST_TURNS:] if len(item.context) > LAST_TURNS + 1 else item.context,
         "keys": keys,
         "keys_json": json.dumps(keys.keys if keys.on else {}),
         "metadata": rater_view.shown_metadata(item, view),

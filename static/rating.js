@@ -100,6 +100,8 @@
     form.dataset.keysReady = "1";
     showRatedReply();
     form.classList.toggle("one-at-a-time", PHONE.matches);
+    var earlier = document.querySelector(".dialog-card details.earlier-turns");
+    if (earlier && PHONE.matches && !earlier.dataset.folded) { earlier.open = false; earlier.dataset.folded = "1"; }
     var forms = rubricForms(form);
     restoreDraft(form);
     forms.forEach(function (fieldset) {

@@ -3,6 +3,7 @@ measured and printed (`-s` shows it), with the candidate cards labelled as they 
 
 import pytest
 
+from datasets.models import Item
 from evaluations.models import Rating
 from tests.browser.pages import log_in
 from tests.browser.test_rating_in_browser import make_study
@@ -52,6 +53,15 @@ def test_a_phone_rates_by_taps_with_little_scrolling(chromium, live_server, anno
     )
     assert Rating.objects.filter(evaluation=evaluation).count() == 4 * ITEMS
     page.wait_for_selector("#rating-panel[data-stage='compare']")
+    # A long dialog: its last turns show, the earlier ones fold into one line a tap opens.
+    item = Item.objects.get(pk=page.get_attribute("#rating-panel", "data-item"))
+    item.context = [{"speaker": "USER" if n % 2 else "BOT", "text": f"Turn {n} " * 20} for n in range(9)]
+    item.save()
+    page.reload()
+    assert page.locator(".chat .turn:visible").count() == 3
+    assert page.inner_text(".earlier-turns summary") == "6 earlier turns"
+    page.tap(".earlier-turns summary")
+    assert page.locator(".chat .turn:visible").count() == 9
     cards = page.locator(".pair .side h3").all_inner_texts()
     assert [text.split()[-1] for text in cards] == ["top", "bottom"]  # stacked, so not "left / right"
     assert per_item_taps == 6
