@@ -255,14 +255,19 @@
   // What the person picked and typed in a form not yet sent is kept in this tab (sessionStorage) and put
   // back after a reload, so a reload neither loses it nor leaves a fresh form where the next letters
   // typed would be taken as shortcuts. Only into a form that arrived with no answer of its own.
-  function draftKey(form) { return "concord-draft:" + form.getAttribute("action") + ":" + (form.elements.stage || {}).value; }
+  // Keyed by the person's assignment, so another account signed in later in this tab never gets it.
+  function draftKey(form) {
+    return "concord-draft:" + form.dataset.assignment + ":" + (form.elements.stage || {}).value;
+  }
   function saveDraft(form) {
+    if (form.dataset.assignment === "none") { return; }  // not the person's item: nothing to keep
     var draft = {};
     Array.from(form.querySelectorAll("fieldset.rubric-form input[type=radio]:checked, fieldset.rubric-form textarea"))
       .forEach(function (field) { draft[field.name] = field.value; });
     try { sessionStorage.setItem(draftKey(form), JSON.stringify(draft)); } catch (error) { /* storage full or off */ }
   }
   function restoreDraft(form) {
+    if (form.dataset.assignment === "none") { return; }
     var draft = null;
     try { draft = JSON.parse(sessionStorage.getItem(draftKey(form)) || "null"); } catch (error) { return; }
     var typed = Array.from(form.querySelectorAll("fieldset.rubric-form textarea")).some(function (box) { return box.value.trim(); });

@@ -5,7 +5,9 @@ the queue goes on where it should. Read back from the database."""
 import pytest
 
 from evaluations.models import Rating, RatingRevision
+from projects.models import Membership
 from rating.models import Assignment, KeyboardSettings, RaterView
+from tests import factories
 from tests.browser.pages import log_in
 from tests.browser.test_rating_in_browser import make_study, require_explanation
 
@@ -192,3 +194,25 @@ def test_shortcuts_turned_off_never_pick_and_rebound_keys_do(browser_page, live_
     assert page.locator("input[type=radio]:checked").get_attribute("value") == "A"
     assert focused_tag(page) == "TEXTAREA"  # the optional explanation is where typing goes next
     assert "j" in page.inner_text("#keys-help") and "change or turn off keys" in page.inner_text("#keys-help")
+
+
+def test_a_draft_kept_for_a_reload_never_reaches_another_account_in_the_same_tab(
+    browser_page, live_server, annotator
+):
+    page = browser_page
+    page.on("dialog", lambda dialog: dialog.accept())
+    evaluation = make_study(annotator, items=1)
+    evaluation.overlap = 2
+    evaluation.save()
+    other = factories.make_user("ben")
+    Membership.objects.create(project=evaluation.project, user=other, role=Membership.Role.ANNOTATOR)
+    evaluation.annotators.add(other)
+    rate = f"/p/{evaluation.project.slug}/evaluations/{evaluation.pk}/rate/"
+    log_in(page, live_server, "anna", rate)
+    page.keyboard.press("b")
+    page.keyboard.type("Anna's reason")
+    page.click("form.whoami button")  # logs out: the draft stays in the tab's storage
+    log_in(page, live_server, "ben", rate)
+    page.wait_for_selector("#rating-panel[data-stage='compare']")
+    assert page.locator("input[type=radio]:checked").count() == 0
+    assert page.input_value("textarea") == ""
