@@ -30,6 +30,7 @@ class Evaluation(models.Model):
         DATASET = "dataset", "Dataset order"
         SHUFFLED = "shuffled", "Shuffled (fixed per evaluation)"
         JUDGE_UNSURE = "judge_unsure", "Judge least sure first (from the judge ratings when rating starts)"
+        LEAST_RATED = "least_rated", "Least rated first (fewest ratings and reservations; ties shuffled)"
 
     class Expertise(models.TextChoices):
         EXPERTS = "experts", "Experts (epsilon 0.2)"

@@ -80,7 +80,7 @@ WITH picked AS (
       AND NOT EXISTS (
         SELECT 1 FROM rating_assignment a
         WHERE a.evaluation_id = %(evaluation)s AND a.user_id = %(user)s AND a.item_id = s.item_id)
-    ORDER BY s.rank LIMIT 1 FOR UPDATE SKIP LOCKED
+    ORDER BY %(order)s LIMIT 1 FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE rating_slot s SET claims = s.claims + 1,
         is_open = s.claims + 1 < (SELECT e.overlap FROM evaluations_evaluation e WHERE e.id = %(evaluation)s)
@@ -108,10 +108,12 @@ LAST_RANK = (
 
 
 def reserve_next(
-    *, evaluation: Evaluation, user_id: int, now: datetime, until: datetime
+    *, evaluation: Evaluation, user_id: int, now: datetime, until: datetime, least_rated: bool = False
 ) -> Assignment | None:
     """Reserve the person's next item in one statement: ahead of the last place they were handed one,
-    else (items that came back meanwhile) from the start of the queue. None when nothing is open for them."""
+    else (items that came back meanwhile) from the start of the queue. None when nothing is open for them.
+
+    `least_rated`: the open item with the fewest claims, queue order among equals, from the start."""
     params: dict[str, int | datetime] = {
         "evaluation": evaluation.pk,
         "user": user_id,
@@ -119,8 +121,9 @@ def reserve_next(
         "now": now,
         "until": until,
     }
-    for after in (LAST_RANK, str(LOWEST_RANK)):
-        found = list(Item.objects.raw(RESERVE_NEXT.replace("%(after)s", after), params))
+    sql = RESERVE_NEXT.replace("%(order)s", "s.claims, s.rank" if least_rated else "s.rank")
+    for after in (str(LOWEST_RANK),) if least_rated else (LAST_RANK, str(LOWEST_RANK)):
+        found = list(Item.objects.raw(sql.replace("%(after)s", after), params))
         if found:
             break
     else:

@@ -44,6 +44,12 @@ class Slot(models.Model):
             models.Index(
                 fields=["evaluation", "rank"], condition=models.Q(is_open=True), name="slot_open_by_rank"
             ),
+            # "Least rated first": the open slot with the fewest claims, read from the index's first entry.
+            models.Index(
+                fields=["evaluation", "claims", "rank"],
+                condition=models.Q(is_open=True),
+                name="slot_open_by_claims",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -121,3 +127,42 @@ class Assignment(models.Model):
     def holds_claim(self) -> bool:
         """Whether this assignment is counted in its slot's claims."""
         return self.status in {self.Status.RESERVED, self.Status.DONE}
+
+
+class KeyboardSettings(models.Model):
+    """One person's single-key shortcuts on the rating page: on or off, and which key does what.
+
+    WCAG 2.1.4 (character key shortcuts): a person must be able to turn them off or rebind them.
+    `keys` holds only the actions rebound from `rating.shortcuts.DEFAULT_KEYS`.
+    """
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="keyboard_settings"
+    )
+    shortcuts_on = models.BooleanField(default=True)
+    keys = models.JSONField(default=dict, blank=True, help_text="Action -> single key, where rebound.")
+
+    def __str__(self) -> str:
+        return f"keyboard settings of user {self.user_id}"
+
+
+class RaterView(models.Model):
+    """What an evaluation shows its raters besides the item: guidelines, chosen metadata, and which
+    rubrics ask people for an explanation. One row per evaluation, made when a researcher saves it."""
+
+    evaluation = models.OneToOneField(
+        "evaluations.Evaluation", on_delete=models.CASCADE, related_name="rater_view"
+    )
+    guidelines = models.TextField(blank=True, help_text="Instructions for raters, in Markdown.")
+    metadata_keys = models.JSONField(
+        default=list, blank=True, help_text="Item metadata keys shown to raters, read-only, in this order."
+    )
+    # Ids rather than a many-to-many table: read with the rest of the row on every submit, no extra query.
+    explain_versions = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Ids of the rubric versions whose rating needs an explanation from people.",
+    )
+
+    def __str__(self) -> str:
+        return f"rater view of evaluation {self.evaluation_id}"

@@ -1,5 +1,6 @@
 """What the rating pages show: the rubric forms of one item, and a person's history. Read-only."""
 
+import json
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -12,11 +13,13 @@ from evaluations.models import Evaluation, Rater, Rating
 from evaluations.values import value_as_shown
 from rubrics.models import Rubric, RubricVersion
 
-from . import revisit, services
-from .models import Assignment, Slot
+from . import rater_view, revisit, services
+from .models import Assignment, RaterView, Slot
 from .progress import AnnotatorProgress, annotator_progress
+from .shortcuts import Shortcuts, shortcuts_of
 
 HISTORY_PAGE_SIZE = 50
+LAST_TURNS = 3  # turns of the dialog shown before the rated reply on a phone; the earlier ones fold away
 
 
 # The rating page's stages. An evaluation that mixes pairwise and other rubrics asks for the
@@ -31,6 +34,7 @@ class Option:
     label: str
     description: str
     key: str  # the keyboard key that picks it
+    where: str = ""  # pairwise: the side its card is on, "left" or "right" (top or bottom when stacked)
 
 
 @dataclass
@@ -42,6 +46,7 @@ class RubricForm:
     error: str = ""
     explanation_error: str = ""
     show_explanation: bool = False
+    explanation_required: bool = False  # for people in this evaluation (rater_view.people_explain)
     sentence: dict | None = None
 
     @property
@@ -51,6 +56,18 @@ class RubricForm:
     @property
     def name(self) -> str:
         return f"rubric-{self.version.pk}"
+
+
+@dataclass
+class PageSettings:
+    """What shapes one person's rating page besides the item: their shortcuts, the evaluation's rater view."""
+
+    keys: Shortcuts
+    view: RaterView | None
+
+
+def page_settings(*, evaluation: Evaluation, user_id: int) -> PageSettings:
+    return PageSettings(keys=shortcuts_of(user_id), view=rater_view.rater_view_of(evaluation))
 
 
 @dataclass
@@ -90,7 +107,11 @@ def scale_options(version: RubricVersion) -> list[Option]:
     return options
 
 
-def pairwise_options(version: RubricVersion) -> list[Option]:
+# (letter, label, side of its card) of the pairwise options, as the person sees them.
+PAIRWISE_LETTERS = [("A", "A (left)", "left"), ("SAME", "SAME", ""), ("B", "B (right)", "right")]
+
+
+def pairwise_options(version: RubricVersion, keys: Shortcuts | None = None) -> list[Option]:
     """A / SAME / B as the person sees them: A is the left card, whichever response that is for them.
 
     The form sends these letters; `services.read_answers` turns them into canonical values
@@ -102,9 +123,10 @@ def pairwise_options(version: RubricVersion) -> list[Option]:
             value=letter,
             label=label,
             description=str(by_value.get(letter, {}).get("description", "")),
-            key=letter[0].lower(),
+            key=keys.key(letter) if keys else letter[0].lower(),
+            where=where,
         )
-        for letter, label in [("A", "A (left)"), ("SAME", "SAME"), ("B", "B (right)")]
+        for letter, label, where in PAIRWISE_LETTERS
     ]
 
 
@@ -128,11 +150,17 @@ def rubric_forms(
     assignment: Assignment,
     values: dict[str, str],
     errors: services.AnswerErrors,
+    explain: set[int],
+    keys: Shortcuts | None = None,
 ) -> list[RubricForm]:
+    """`explain`: the versions whose rating needs an explanation from people; `keys`: their shortcuts."""
     forms = []
     for version in versions:
         pairwise = version.rubric.kind == Rubric.Kind.PAIRWISE
-        options = pairwise_options(version) if pairwise else scale_options(version)
+        options = pairwise_options(version, keys) if pairwise else scale_options(version)
+        if keys is not None and not keys.on:
+            for option in options:
+                option.key = ""
         sentence = assignment.item.response if version.target == RubricVersion.Target.SENTENCE else None
         forms.append(
             RubricForm(
@@ -142,7 +170,8 @@ def rubric_forms(
                 explanation=values.get(f"explanation-{version.pk}", ""),
                 error=errors.fields.get(f"rubric-{version.pk}", ""),
                 explanation_error=errors.fields.get(f"explanation-{version.pk}", ""),
-                show_explanation=pairwise or version.explanation_required,
+                show_explanation=pairwise or version.pk in explain,
+                explanation_required=version.pk in explain,
                 sentence=sentence,
             )
         )
@@ -203,6 +232,7 @@ def rating_context(
     shown_at: str | None = None,
     progress: AnnotatorProgress | None = None,
     last_submit: Assignment | None = None,
+    settings: PageSettings | None = None,
 ) -> dict[str, Any]:
     """Everything the rating page shows for one item: dialog, pair, its stage's forms, errors, progress.
 
@@ -213,7 +243,12 @@ def rating_context(
     errors = errors or services.AnswerErrors()
     item = assignment.item
     values = typed if typed is not None else _current_answers(evaluation=evaluation, assignment=assignment)
-    forms = rubric_forms(versions=versions, assignment=assignment, values=values, errors=errors)
+    settings = settings or page_settings(evaluation=evaluation, user_id=assignment.user_id)
+    view, keys = settings.view, settings.keys
+    explain = rater_view.people_explain(view, versions)
+    forms = rubric_forms(
+        versions=versions, assignment=assignment, values=values, errors=errors, explain=explain, keys=keys
+    )
     pair = _pair(item, assignment, forms)
     stage, shown, carried = _stage_forms(forms, pair, stage)
     if progress is None:
@@ -241,12 +276,41 @@ def rating_context(
         "set_aside_before": set_aside_before,
         "no_room": set_aside_before and not revisit.has_room(assignment=assignment),
         "undo": _undo_offer(evaluation, assignment, last_submit),
+        "position": position_of(assignment, progress),
+        # The dialog's last few turns in full; the earlier ones fold on a phone (rating.js).
+        "earlier_turns": item.context[:-LAST_TURNS] if len(item.context) > LAST_TURNS + 1 else [],
+        "last_turns": item.context[-LAST_TURNS:] if len(item.context) > LAST_TURNS + 1 else item.context,
+        "keys": keys,
+        "keys_json": json.dumps(keys.keys if keys.on else {}),
+        "metadata": rater_view.shown_metadata(item, view),
+        "guidelines": rater_view.guidelines_html(view.guidelines) if view and view.guidelines.strip() else "",
+        "guideline_versions": versions,
     }
+
+
+def position_of(assignment: Assignment, progress: AnnotatorProgress | None = None) -> int | None:
+    """The item's neutral place for the person: the n-th item they rated or set aside in this evaluation
+    (reservations that ran out unused do not count). Raters see this, never the item's external id (in real
+    data it often names the system).
+
+    A reservation is the newest (one at a time), so with `progress` at hand its place needs no query."""
+    if assignment.pk is None:
+        return None
+    if progress is not None and assignment.status == Assignment.Status.RESERVED:
+        return progress.done + progress.skipped + 1
+    return (
+        Assignment.objects.filter(
+            evaluation_id=assignment.evaluation_id, user_id=assignment.user_id, pk__lte=assignment.pk
+        )
+        .exclude(status=Assignment.Status.EXPIRED)
+        .count()
+    )
 
 
 @dataclass
 class HistoryRow:
     assignment: Assignment
+    position: int  # the item's place in the person's queue: what they call it, never its external id
     values: list[tuple[str, str]]  # (criterion, value as the person saw it)
     can_reopen: bool = False  # set aside (or expired) and still open: the person can rate it after all
 
@@ -275,9 +339,17 @@ def history_context(*, evaluation: Evaluation, user: User, page: str | None) -> 
             "item_id", flat=True
         )
     )
+    handed = (
+        Assignment.objects.filter(evaluation=evaluation, user=user)
+        .exclude(status=Assignment.Status.EXPIRED)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    position = {pk: place for place, pk in enumerate(handed, start=1)}
     rows = [
         HistoryRow(
             assignment=a,
+            position=position.get(a.pk, 0),
             values=by_item.get(a.item_id, []),
             can_reopen=not a.holds_claim and a.item_id in with_room,
         )

@@ -29,6 +29,7 @@ from rubrics.models import Rubric, RubricVersion
 from . import db, revisions
 from .models import Assignment, Slot, pairwise_left_side
 from .progress import AnnotatorProgress, every_item_queued, progress_and_upkeep
+from .spread import spread_same_baselines
 
 Status = Assignment.Status
 FormData = QueryDict | dict[str, str]  # a submitted form, or its fields as a dict
@@ -87,11 +88,14 @@ def ensure_slots(*, evaluation: Evaluation) -> None:
         return
     with transaction.atomic():
         Evaluation.objects.select_for_update().filter(pk=evaluation.pk).values_list("pk").first()
-        if _queue_length(evaluation) >= evaluation.item_count():
+        queued = _queue_length(evaluation)
+        if queued >= evaluation.item_count():
             return
         unsure = evaluation.order == Evaluation.Order.JUDGE_UNSURE
-        shuffled = unsure or evaluation.order == Evaluation.Order.SHUFFLED
+        shuffled = unsure or evaluation.order in {Evaluation.Order.SHUFFLED, Evaluation.Order.LEAST_RATED}
         db.insert_slots(evaluation=evaluation, shuffled=shuffled, unsure_first=unsure)
+        if queued == 0:  # the first build, before anyone holds a place in it: same baselines moved apart
+            spread_same_baselines(evaluation=evaluation)
 
 
 def _queue_is_complete(evaluation: Evaluation) -> bool:
@@ -187,7 +191,9 @@ def _next_locked(
             current.save(update_fields=["reserved_until"])
             return current
     if db.reserves_in_one_statement():
-        return db.reserve_next(evaluation=evaluation, user_id=user.pk, now=now, until=until)
+        return db.reserve_next(
+            evaluation=evaluation, user_id=user.pk, now=now, until=until, least_rated=_least_rated(evaluation)
+        )
     slot = _pick_slot(evaluation=evaluation, user=user)
     if slot is None:
         return None
@@ -200,6 +206,11 @@ def _next_locked(
         reserved_until=until,
         left_side=pairwise_left_side(user_id=user.pk, item_id=slot.item_id),
     )
+
+
+def _least_rated(evaluation: Evaluation) -> bool:
+    """Whether "next item" takes the open item with the fewest claims first (the queue's rank breaks ties)."""
+    return evaluation.order == Evaluation.Order.LEAST_RATED
 
 
 def _pick_slot(*, evaluation: Evaluation, user: User) -> Slot | None:
@@ -217,6 +228,8 @@ def _pick_slot(*, evaluation: Evaluation, user: User) -> Slot | None:
         .order_by("rank")
         .select_related("item")
     )
+    if _least_rated(evaluation):
+        return candidates.order_by("claims", "rank").first()
     last_rank = (
         Assignment.objects.filter(evaluation=evaluation, user=user)
         .order_by("-rank")
@@ -289,9 +302,10 @@ def _reclaim(*, assignment: Assignment, now: datetime) -> None:
 
 
 def read_answers(
-    *, versions: list[RubricVersion], data: FormData, left_side: str
+    *, versions: list[RubricVersion], data: FormData, left_side: str, explain: set[int]
 ) -> tuple[dict[int, Answer], AnswerErrors]:
-    """Read `rubric-<version id>` / `explanation-<version id>` fields of a submitted form and check them.
+    """Read `rubric-<version id>` / `explanation-<version id>` fields of a submitted form and check them;
+    the versions in `explain` need an explanation (rater_view.people_explain).
 
     A pairwise field holds the letter the person picked as shown (A = their left card, whichever
     response that is, so the page never says which card is the response); the answer holds the
@@ -319,7 +333,7 @@ def read_answers(
                 f"“{value}” is not on the scale of “{version.criterion}” (allowed: {allowed})."
             )
             continue
-        if version.explanation_required and not explanation:
+        if version.pk in explain and not explanation:
             errors.fields[f"explanation-{version.pk}"] = f"“{version.criterion}” asks for an explanation."
             continue
         if version.kind == Rubric.Kind.PAIRWISE:

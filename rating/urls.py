@@ -8,6 +8,7 @@ EVALUATION = "p/<slug:slug>/evaluations/<int:pk>/"
 
 urlpatterns = [
     path("rate/", views.annotator_home, name="annotator_home"),
+    path("rate/keys/", views.keyboard_settings, name="keyboard_settings"),
     path(EVALUATION + "rate/", views.rate_next, name="rate_next"),
     path(EVALUATION + "rate/history/", views.rate_history, name="rate_history"),
     path(EVALUATION + "rate/<int:item_id>/", views.rate_item, name="rate_item"),
@@ -17,6 +18,7 @@ urlpatterns = [
     path(EVALUATION + "annotators/add/", views.annotators_add, name="annotators_add"),
     path(EVALUATION + "annotators/new/", views.annotator_create, name="annotator_create"),
     path(EVALUATION + "annotators/<int:user_id>/remove/", views.annotator_remove, name="annotator_remove"),
+    path(EVALUATION + "rate/settings/", views.rater_view_settings, name="rater_view_settings"),
     path(EVALUATION + "annotators/settings/", views.assignment_settings, name="assignment_settings"),
     path("set-password/<uidb64>/<token>/", views.set_password, name="set_password"),
     path("set-password/done/", views.set_password_done, name="set_password_done"),

@@ -13,7 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse, reverse_lazy
 from django.utils import timezone
 from django.views import csrf as csrf_views
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, push_url, reswap, retarget
 from django_stubs_ext import WithAnnotations
 
@@ -23,8 +23,8 @@ from evaluations.models import Evaluation, Rater
 from projects.access import ANNOTATOR, get_evaluation_for
 from rubrics.models import Rubric, RubricVersion
 
-from . import annotators, pages, revisit, services
-from .models import Assignment, pairwise_left_side
+from . import annotators, pages, rater_view, revisit, services, shortcuts
+from .models import Assignment, KeyboardSettings, RaterView, pairwise_left_side
 from .progress import annotator_progress
 
 RATE_TEMPLATE = "rating/rate_item.html"
@@ -39,19 +39,53 @@ def _assignment(evaluation: Evaluation, item_id: int, user: User) -> Assignment:
 
 class _RaterOf(TypedDict):
     rater_id: int | None
+    keys_on: bool | None
+    keys_map: dict | None
+    view_pk: int | None
+    view_guidelines: str | None
+    view_metadata: list | None
+    view_explain: list | None
 
 
 def _own_assignment(
     evaluation: Evaluation, item_id: int, user: User
 ) -> "WithAnnotations[Assignment, _RaterOf] | None":
-    """The person's assignment of the item, with the item and (as `rater_id`) their rater in the project."""
+    """The person's assignment of the item, with the item, (as `rater_id`) their rater in the project, and
+    what shapes their page (`_page_settings`), all in one statement: this is the submit's hot path."""
     rater = Rater.objects.filter(project_id=evaluation.project_id, user=OuterRef("user_id")).values("pk")[:1]
+    keys = KeyboardSettings.objects.filter(user_id=OuterRef("user_id"))
+    view = RaterView.objects.filter(evaluation_id=OuterRef("evaluation_id"))
     return (
         Assignment.objects.select_related("item")
-        .annotate(rater_id=Subquery(rater))
+        .annotate(
+            rater_id=Subquery(rater),
+            keys_on=Subquery(keys.values("shortcuts_on")[:1]),
+            keys_map=Subquery(keys.values("keys")[:1]),
+            view_pk=Subquery(view.values("pk")[:1]),
+            view_guidelines=Subquery(view.values("guidelines")[:1]),
+            view_metadata=Subquery(view.values("metadata_keys")[:1]),
+            view_explain=Subquery(view.values("explain_versions")[:1]),
+        )
         .filter(evaluation=evaluation, item_id=item_id, user=user)
         .first()
     )
+
+
+def _page_settings(held: "WithAnnotations[Assignment, _RaterOf]") -> pages.PageSettings:
+    """`pages.page_settings` from what `_own_assignment` read along with the assignment."""
+    keys = shortcuts.Shortcuts(on=True, keys=dict(shortcuts.DEFAULT_KEYS))
+    if held.keys_on is not None:
+        keys = shortcuts.Shortcuts(on=held.keys_on, keys={**keys.keys, **shortcuts.known_keys(held.keys_map)})
+    view = None
+    if held.view_pk is not None:
+        view = RaterView(
+            pk=held.view_pk,
+            evaluation_id=held.evaluation_id,
+            guidelines=held.view_guidelines or "",
+            metadata_keys=held.view_metadata or [],
+            explain_versions=held.view_explain or [],
+        )
+    return pages.PageSettings(keys=keys, view=view)
 
 
 def evaluation_page_url(evaluation: Evaluation) -> str:
@@ -67,7 +101,39 @@ def evaluation_page_url(evaluation: Evaluation) -> str:
 @require_GET
 @login_required
 def annotator_home(request: SignedInHtmxRequest) -> HttpResponse:
-    return render(request, "rating/annotator_home.html", {"progress": annotator_progress(user=request.user)})
+    return _home(request, shortcuts.shortcuts_of(request.user))
+
+
+def _home(
+    request: SignedInHtmxRequest,
+    keys: shortcuts.Shortcuts,
+    errors: dict[str, str] | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    context = {
+        "progress": annotator_progress(user=request.user),
+        "keys": keys,
+        "actions": [
+            (action, label, keys.keys[action], (errors or {}).get(f"key-{action}", ""))
+            for action, label in shortcuts.ACTIONS
+        ],
+    }
+    return render(request, "rating/annotator_home.html", context, status=status)
+
+
+@require_POST
+@login_required
+def keyboard_settings(request: SignedInHtmxRequest) -> HttpResponse:
+    """Turn the person's single-key shortcuts on or off, or rebind them (WCAG 2.1.4)."""
+    on = request.POST.get("shortcuts_on") == "on"
+    keys, errors = shortcuts.read_keys(request.POST)
+    if errors:  # nothing kept; the form comes back with what was typed and each problem beside its field
+        typed = {action: str(request.POST.get(f"key-{action}", "")) for action in shortcuts.DEFAULT_KEYS}
+        return _home(request, shortcuts.Shortcuts(on=on, keys=typed), errors, status=400)
+    shortcuts.save_shortcuts(user=request.user, on=on, keys=keys)
+    state = "on" if on else "off"
+    messages.success(request, f"Keyboard shortcuts saved: single-key shortcuts are {state}.")
+    return redirect(reverse("annotator_home") + "#keyboard")
 
 
 @require_GET
@@ -96,10 +162,33 @@ def rate_item(request: SignedInHtmxRequest, slug: str, pk: int, item_id: int) ->
     evaluation = get_evaluation_for(request.user, slug, pk, role=ANNOTATOR)
     assignment = _assignment(evaluation, item_id, request.user)
     # ?stage=rest opens the other rubrics of an item whose comparison is already made (revising).
-    context = pages.rating_context(
-        evaluation=evaluation, assignment=assignment, stage=request.GET.get("stage")
-    )
+    stage, typed = request.GET.get("stage"), None
+    kept = _kept_comparison(request, assignment)
+    if kept is not None and stage is None:  # a reload after step 1: step 2, with the comparison made
+        stage, typed = pages.REST, kept
+    context = pages.rating_context(evaluation=evaluation, assignment=assignment, stage=stage, typed=typed)
     return render(request, RATE_TEMPLATE + ("#panel" if request.htmx else ""), context)
+
+
+STEP_ONE = "rating_step_one"  # the session key of the comparison made in step 1, until the item is saved
+
+
+def _keep_comparison(request: SignedInHtmxRequest, assignment: Assignment, typed: dict[str, str]) -> None:
+    request.session[STEP_ONE] = {
+        "assignment": assignment.pk,
+        "typed": {key: value for key, value in typed.items() if key != "reason"},
+    }
+
+
+def _kept_comparison(request: SignedInHtmxRequest, assignment: Assignment) -> dict[str, str] | None:
+    """The comparison made in step 1 of this reservation, so a reload opens step 2 rather than losing it."""
+    kept = request.session.get(STEP_ONE)
+    if not isinstance(kept, dict) or kept.get("assignment") != assignment.pk:
+        return None
+    if assignment.status != Assignment.Status.RESERVED:
+        return None
+    typed = kept.get("typed")
+    return {str(key): str(value) for key, value in typed.items()} if isinstance(typed, dict) else None
 
 
 def _after_rating(
@@ -190,8 +279,10 @@ def rate_submit(request: SignedInHtmxRequest, slug: str, pk: int, item_id: int) 
     versions = evaluation.ordered_versions()
     typed = pages.typed_values(request.POST)
     comparing = request.POST.get("stage") == pages.COMPARE
+    settings = _page_settings(assignment)
+    explain = rater_view.people_explain(settings.view, versions)
     answers, errors = services.read_answers(
-        versions=versions, data=request.POST, left_side=assignment.left_side
+        versions=versions, data=request.POST, left_side=assignment.left_side, explain=explain
     )
     if comparing:  # the first of two stages: only the comparison is checked before the other rubrics
         pairwise = {str(version.pk) for version in versions if version.kind == Rubric.Kind.PAIRWISE}
@@ -202,6 +293,7 @@ def rate_submit(request: SignedInHtmxRequest, slug: str, pk: int, item_id: int) 
         stage = _stage_of(errors, versions)
         return _refused(request, evaluation, assignment, errors, status=400, stage=stage)
     if comparing:
+        _keep_comparison(request, assignment, typed)
         context = pages.rating_context(
             evaluation=evaluation,
             assignment=assignment,
@@ -210,11 +302,14 @@ def rate_submit(request: SignedInHtmxRequest, slug: str, pk: int, item_id: int) 
             stage=pages.REST,
         )
         return render(request, RATE_TEMPLATE + ("#panel" if request.htmx else ""), context)
+    request.session.pop(STEP_ONE, None)
     was_done = assignment.status == Assignment.Status.DONE
     seconds_spent = services.seconds_since(request.POST.get("shown_at"))
     try:
         if request.htmx and not was_done:  # the usual submit: saved and the next item in one transaction
-            return _submit_and_next(request, evaluation, assignment, answers, seconds_spent, versions)
+            return _submit_and_next(
+                request, evaluation, assignment, answers, seconds_spent, versions, settings
+            )
         result = services.submit_ratings(
             evaluation=evaluation,
             item_id=item_id,
@@ -227,16 +322,17 @@ def rate_submit(request: SignedInHtmxRequest, slug: str, pk: int, item_id: int) 
     except services.RatingRefused as refusal:
         errors = services.AnswerErrors(general=[refusal.message])
         return _refused(request, evaluation, assignment, errors, status=409, stage=pages.REST)
+    name = _neutral_name(assignment)
     if was_done:
         notice = (
-            f"Revised {assignment.item.external_id}."
+            f"Revised {name}."
             if result.revised
-            else f"{assignment.item.external_id} was already saved with these answers."
+            else f"{name.capitalize()} was already saved with these answers."
         )
         messages.success(request, notice)
         history = reverse("rate_history", args=[slug, pk])
         return HttpResponseClientRedirect(history) if request.htmx else redirect(history)
-    return _after_rating(request, evaluation, f"Saved {assignment.item.external_id}.", versions=versions)
+    return _after_rating(request, evaluation, f"Saved {name}.", versions=versions)
 
 
 def _submit_and_next(
@@ -246,9 +342,10 @@ def _submit_and_next(
     answers: dict[int, services.Answer],
     seconds_spent: float | None,
     versions: list[RubricVersion],
+    settings: pages.PageSettings,
 ) -> HttpResponse:
     """Save the answers and answer with the next item's panel, as `_after_rating` does after a submit."""
-    notice, now = f"Saved {held.item.external_id}.", timezone.now()
+    now = timezone.now()
     _result, assignment, progress = services.submit_and_next(
         evaluation=evaluation,
         held=held,
@@ -258,6 +355,9 @@ def _submit_and_next(
         rater_id=held.rater_id,
         now=now,
     )
+    # The held item was the newest the person rated or set aside (a late submit: their place is read).
+    place = progress.done + progress.skipped if held.status == Assignment.Status.RESERVED else None
+    notice = f"Saved item {place}." if place else f"Saved {_neutral_name(held)}."
     if assignment is None:
         messages.success(request, f"{notice} {nothing_left(evaluation, request.user)}")
         return HttpResponseClientRedirect(reverse("annotator_home"))
@@ -269,11 +369,18 @@ def _submit_and_next(
         versions=versions,
         progress=progress,
         last_submit=held,
+        settings=settings,
     )
     response = render(request, RATE_TEMPLATE + "#panel", context)
     return push_url(
         response, reverse("rate_item", args=[evaluation.project.slug, evaluation.pk, assignment.item_id])
     )
+
+
+def _neutral_name(assignment: Assignment) -> str:
+    """How a rater is told which item: its place in their queue, never its external id."""
+    position = pages.position_of(assignment)
+    return f"item {position}" if position else "the item"
 
 
 def _stage_of(errors: services.AnswerErrors, versions: list[RubricVersion]) -> str:
@@ -293,8 +400,11 @@ def rate_undo(request: SignedInHtmxRequest, slug: str, pk: int, item_id: int) ->
         messages.error(request, refusal.message)
         history = reverse("rate_history", args=[slug, pk])
         return HttpResponseClientRedirect(history) if request.htmx else redirect(history)
+    name = _neutral_name(assignment)
     notice = (
-        f"Undone: your answers to {assignment.item.external_id} are back in the form; submit to save them."
+        f"Undone: {name} is yours to rate again; give a reason again to skip it."
+        if "reason" in typed
+        else f"Undone: your answers to {name} are back in the form; submit to save them."
     )
     context = pages.rating_context(evaluation=evaluation, assignment=assignment, typed=typed, notice=notice)
     context["unsaved"] = True  # the page asks before it is left with them
@@ -325,7 +435,7 @@ def rate_set_aside(request: SignedInHtmxRequest, slug: str, pk: int, item_id: in
         )
         return _refused(request, evaluation, assignment, errors, status=400)
     what = "Flagged" if flag else "Skipped"
-    return _after_rating(request, evaluation, f"{what} {assignment.item.external_id}.")
+    return _after_rating(request, evaluation, f"{what} {_neutral_name(assignment)}.")
 
 
 @require_GET
@@ -336,7 +446,33 @@ def rate_history(request: SignedInHtmxRequest, slug: str, pk: int) -> HttpRespon
     return render(request, "rating/history.html", context)
 
 
-# --- researchers: the Annotators section of the evaluation page ------------------------------
+# --- researchers: what raters see, and the Annotators section of the evaluation page ---------
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def rater_view_settings(request: SignedInHtmxRequest, slug: str, pk: int) -> HttpResponse:
+    """The evaluation's settings for its raters: guidelines, metadata shown, explanations required."""
+    evaluation = get_evaluation_for(request.user, slug, pk)
+    versions = evaluation.ordered_versions()
+    status = 200
+    if request.method == "POST":
+        form = rater_view.read_form(evaluation, versions, request.POST)
+        if not form.errors:
+            rater_view.save_form(evaluation, form)
+            messages.success(request, "Saved what raters see.")
+            return redirect("rater_view_settings", slug=slug, pk=pk)
+        status = 400
+    else:
+        form = rater_view.form_of(evaluation, versions)
+    context = {
+        "evaluation": evaluation,
+        "project": evaluation.project,
+        "form": form,
+        "versions": versions,
+        "evaluation_url": evaluation_page_url(evaluation),
+    }
+    return render(request, "rating/rater_view_settings.html", context, status=status)
 
 
 def _section_response(request: SignedInHtmxRequest, evaluation: Evaluation, **extra: Any) -> HttpResponse:

@@ -15,7 +15,7 @@ from projects.models import Membership
 from rating.models import Assignment
 from tests import factories
 from tests.browser.pages import log_in
-from tests.browser.test_rating_in_browser import make_study
+from tests.browser.test_rating_in_browser import make_study, require_explanation
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
@@ -80,6 +80,7 @@ def test_a_refused_submit_keeps_the_page_with_debug_on_as_bin_concord_runs_the_d
     page = chromium.new_page()
     page.set_default_timeout(20_000)
     evaluation = make_study(annotator)
+    require_explanation(evaluation)
     log_in(page, live_server, "anna", f"/p/{evaluation.project.slug}/evaluations/{evaluation.pk}/rate/")
     page.wait_for_selector("#rating-panel[data-stage='compare']")
     page.keyboard.press("a")
@@ -233,7 +234,13 @@ def test_phone_layout_dialog_first_one_rubric_open_and_a_short_header(chromium, 
         page.keyboard.type("B is kinder.")
         page.keyboard.press("Enter")
         page.wait_for_selector("#rating-panel[data-stage='rest']")
-        assert scrolled_to_top(page)
+        # Step 2 starts at the rated reply under the header (the comparison was read in step 1), not at
+        # the dialog's first turn.
+        page.wait_for_function(
+            "() => { const t = document.querySelector('.chat .turn.target').getBoundingClientRect().top;"
+            " const header = document.querySelector('.topbar').offsetHeight;"
+            " return window.scrollY > 0 && Math.abs(t - header - 8) < 3 }"
+        )
         assert box(page, ".dialog-card")["y"] < box(page, "#rating-form")["y"]
         open_scales = page.locator("fieldset.rubric-form .scale:visible").count()
         assert open_scales == 1  # the other rubrics are one line each

@@ -4,7 +4,7 @@ import pytest
 
 from datasets.models import Dataset, Item
 from evaluations.models import Rating, RatingRevision
-from rating.models import Assignment
+from rating.models import Assignment, RaterView
 from rubrics.builtins import ensure_builtin_rubrics
 from rubrics.models import RubricVersion
 from tests import factories
@@ -24,7 +24,7 @@ def builtin_versions() -> list[RubricVersion]:
     return versions
 
 
-def make_study(annotator):
+def make_study(annotator, items: int = 3):
     project = factories.make_project(name="Browser study", annotators=[annotator])
     dataset = Dataset.objects.create(project=project, name="Chats")
     Item.objects.bulk_create(
@@ -43,12 +43,18 @@ def make_study(annotator):
             },
             baseline={"speaker": "BOT", "text": f"Ok. Look for a new job. ({n})"},
         )
-        for n in range(3)
+        for n in range(items)
     )
     evaluation = factories.make_evaluation(
         project, dataset, builtin_versions(), overlap=1, annotators=[annotator]
     )
     return evaluation
+
+
+def require_explanation(evaluation) -> None:
+    """The researcher asks people to explain their pairwise choice (optional by default)."""
+    pairwise = [v.pk for v in evaluation.rubric_versions.all() if v.rubric.kind == "pairwise"]
+    RaterView.objects.update_or_create(evaluation=evaluation, defaults={"explain_versions": pairwise})
 
 
 def rate_current_item_with_keys(page, *, sentence: str, empathy: str, choice: str, repetition: str):
@@ -79,6 +85,7 @@ def test_annotator_rates_and_revises_with_the_keyboard_only(browser_page, live_s
 
     page.on("dialog", record_and_dismiss)
     evaluation = make_study(annotator)
+    require_explanation(evaluation)
     slug = evaluation.project.slug
     log_in(page, live_server, "anna", f"/p/{slug}/evaluations/{evaluation.pk}/rate/")
 
@@ -88,7 +95,7 @@ def test_annotator_rates_and_revises_with_the_keyboard_only(browser_page, live_s
     page.screenshot(path=SCREENSHOT, full_page=True)
 
     first = rate_current_item_with_keys(page, sentence="3", empathy="4", choice="a", repetition="2")
-    assert "Saved c-0." in page.inner_text("#rating-panel")
+    assert "Saved item 1." in page.inner_text("#rating-panel")
     # The second item: forgetting the required explanation comes back from the server as the form
     # alone, with the focus in the empty box; nothing is saved and the pick stays.
     second = int(page.get_attribute("#rating-panel", "data-item"))
@@ -113,7 +120,7 @@ def test_annotator_rates_and_revises_with_the_keyboard_only(browser_page, live_s
     page.keyboard.press("1")
     page.keyboard.press("Enter")
     page.wait_for_url("**/rate/history/")
-    assert "Revised c-0." in page.inner_text("main")
+    assert "Revised item 1." in page.inner_text("main")
 
     # Logged out in another tab: the submit is not saved, says so, and the picks stay on the page.
     page.goto(f"{live_server.url}/p/{slug}/evaluations/{evaluation.pk}/rate/")
@@ -162,5 +169,5 @@ def test_an_enter_before_the_swap_settles_still_goes_through_htmx(browser_page, 
     page.evaluate("htmx.config.defaultSettleDelay = 3000")
     page.evaluate("window.__samePage = true")
     rate_current_item_with_keys(page, sentence="3", empathy="4", choice="a", repetition="2")
-    assert "Saved c-0." in page.inner_text("#rating-panel")
+    assert "Saved item 1." in page.inner_text("#rating-panel")
     assert page.evaluate("window.__samePage") is True

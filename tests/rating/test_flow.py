@@ -94,7 +94,7 @@ def test_the_rating_page_shows_n_of_your_share_and_the_keys(annotator_client, ev
     following = reserve(annotator_client, evaluation)
     page = annotator_client.get(url("rate_item", evaluation, following.item_id)).content.decode()
     assert "1 of your share of 4" in page and 'role="progressbar"' in page and 'style="width: 25%"' in page
-    assert "<kbd>k</kbd> skip" in page and "<kbd>u</kbd> undo the last submit" in page
+    assert "<kbd>k</kbd> skip" in page and "<kbd>u</kbd> undo" in page
 
 
 def test_undo_takes_back_the_last_submit_and_returns_the_answers_as_shown(
@@ -108,10 +108,11 @@ def test_undo_takes_back_the_last_submit_and_returns_the_answers_as_shown(
     assert Rating.objects.get(rubric_version=pairwise).value == "B"  # A on screen was the response
     second = reserve(annotator_client, evaluation)
     page = annotator_client.get(url("rate_item", evaluation, second.item_id)).content.decode()
-    assert url("rate_undo", evaluation, first.item_id) in page and "Undo last submit (d-0)" in page
+    assert url("rate_undo", evaluation, first.item_id) in page and "Undo last submit" in page
+    assert "d-0" not in page  # raters never see the item's external id
     response = annotator_client.post(url("rate_undo", evaluation, first.item_id), {"stage": "rest"})
     page = response.content.decode()
-    assert response.status_code == 200 and "Undone: your answers to d-0 are back in the form" in page
+    assert response.status_code == 200 and "Undone: your answers to item 1 are back in the form" in page
     assert 'value="A" data-key="a" checked' in page and "A is kinder." in page
     assert not Rating.objects.exists()
     statuses = dict(Assignment.objects.filter(user=annotator).values_list("item_id", "status"))
@@ -214,6 +215,7 @@ def test_demo_04_export_lets_a_reader_match_the_explanation_to_its_side(
         versions=[pairwise],
         data={f"rubric-{pairwise.pk}": "A", f"explanation-{pairwise.pk}": explanation},
         left_side="response",
+        explain={pairwise.pk},
     )
     assert not errors
     services.submit_ratings(evaluation=evaluation, item_id=item.pk, user=annotator, answers=answers_)

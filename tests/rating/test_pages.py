@@ -49,7 +49,9 @@ def test_a_left_pick_is_the_baseline_or_the_response_depending_on_the_side_shown
         ("B", "response", "A"),
         ("SAME", "response", "SAME"),
     ]:
-        answers, errors = read_answers(versions=[version], data={"rubric-7": shown}, left_side=left_side)
+        answers, errors = read_answers(
+            versions=[version], data={"rubric-7": shown}, left_side=left_side, explain=set()
+        )
         assert not errors and answers[7].value == stored
 
 

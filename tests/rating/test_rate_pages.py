@@ -99,7 +99,8 @@ def test_htmx_submit_returns_the_next_item_in_place(annotator_client, evaluation
     assert response.status_code == 200
     page = response.content.decode()
     assert "<html" not in page and 'id="rating-panel"' in page
-    assert "Hello number 1" in page and "Saved d-0." in page
+    assert "Hello number 1" in page and "Saved item 1." in page
+    assert not re.search(r"\bd-\d\b", page)  # raters never see an item's external id
     following = Assignment.objects.get(evaluation=evaluation, status="reserved")
     assert response["HX-Push-Url"] == url("rate_item", evaluation, following.item_id)
 
@@ -157,7 +158,11 @@ def test_revising_from_history_keeps_every_earlier_value(
         url("rate_submit", evaluation, assignment.item_id), answers(likert, pairwise, value="2")
     )
     history = annotator_client.get(url("rate_history", evaluation)).content.decode()
-    assert "d-0" in history and url("rate_item", evaluation, assignment.item_id) in history
+    assert (
+        "item 1" in history
+        and "d-0" not in history
+        and url("rate_item", evaluation, assignment.item_id) in history
+    )
     form = annotator_client.get(
         url(
             "rate_item",
