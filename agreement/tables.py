@@ -309,10 +309,10 @@ def pooled_agreement(tables: np.ndarray) -> np.ndarray:
 
 
 # The tables of one block of pairs (float64, every resample of a chunk) held at once. The kappas' passes
-# make about three arrays of that size, and each of the report's threads (report.GROUP_THREADS + 1) may
-# be in one: 4 x 3 x 32 MB, about 0.4 GB, however many pairs of people there are (issue 34: 419 people
+# make about three arrays of that size, and each of the report's figure groups' threads
+# (report.GROUP_THREADS) may be in one: 3 x 3 x 16 MB, about 0.15 GB, however many pairs of people there are (issue 34: 419 people
 # on 12 items asked for one array of 2.4M tables x 1,000 resamples, 9 GB, and took the server down).
-TABLE_BLOCK_BYTES = 32_000_000
+TABLE_BLOCK_BYTES = 16_000_000
 
 
 def pair_blocks[T](ctx: Context, pairs: list[T], resamples: int) -> list[list[T]]:
@@ -511,6 +511,23 @@ def pairs_of_columns(
     cells = size_a * size_b if ctx.data.is_likert else ctx.levels * ctx.levels
     if len(pairs) * cells > PAIR_CELLS_BUDGET:
         return [_two_columns(ctx, a, b) for a, b in pairs]
+    # A block of pairs at a time, each with every pair's values (the same tables, so the same figures):
+    # the passes hold ~3 KB a pair, against ~0.75 KB for the figures kept.
+    out: list[dict | None] = []
+    for start in range(0, len(pairs), PAIRS_PER_BLOCK):
+        out += _column_pairs(ctx, pairs[start : start + PAIRS_PER_BLOCK], columns, values_a, values_b)
+    return out
+
+
+PAIRS_PER_BLOCK = 10_000
+
+
+def _column_pairs(
+    ctx: Context, pairs: list[tuple[int, int]], columns: Columns, values_a: np.ndarray, values_b: np.ndarray
+) -> list[dict | None]:
+    """pairs_of_columns of one block of pairs; `values_a` and `values_b`: the values given in the columns
+    of every pair's first and second side."""
+    size_a, size_b = values_a.shape[0], values_b.shape[0]
     shared = [_shared_rows(columns, a, b) for a, b in pairs]
     pair = np.repeat(np.arange(len(pairs)), [rows.shape[0] for rows in shared])
     rows = np.concatenate(shared) if shared else np.zeros(0, dtype=np.int64)
