@@ -309,9 +309,9 @@ def pooled_agreement(tables: np.ndarray) -> np.ndarray:
 
 
 # The tables of one block of pairs (float64, every resample of a chunk) held at once. The kappas' passes
-# make about three arrays of that size, and each of the report's figure groups' threads
-# (report.GROUP_THREADS) may be in one: 3 x 3 x 16 MB, about 0.15 GB, however many pairs of people there are (issue 34: 419 people
-# on 12 items asked for one array of 2.4M tables x 1,000 resamples, 9 GB, and took the server down).
+# make about three arrays of that size, and each of the report's figure groups' threads (report.
+# GROUP_THREADS) may be in one: 3 x 3 x 16 MB, about 0.15 GB, however many pairs of people there are
+# (issue 34: 419 people on 12 items asked for one array of 2.4M tables x 1,000 resamples, 9 GB).
 TABLE_BLOCK_BYTES = 16_000_000
 
 
