@@ -177,7 +177,11 @@ def estimate_report(*, evaluation: Evaluation, resamples: int) -> ReportCost:
     )
     found: dict[int, dict[str, dict[str, int]]] = {}
     for row in counts:
-        found.setdefault(row["rubric_version_id"], {})[row["rater__kind"]] = row
+        found.setdefault(row["rubric_version_id"], {})[row["rater__kind"]] = {
+            "raters": row["raters"],
+            "items": row["items"],
+            "n": row["n"],
+        }
     shapes = []
     for pk, kinds in found.items():
         version = versions.get(pk)

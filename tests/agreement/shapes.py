@@ -20,7 +20,13 @@ PAIRWISE = ["A", "SAME", "B"]
 
 
 def ratings_of_shape(
-    *, people: int, items: int, models: int = 0, per_item: int | None = None, kind: str = "likert", seed: int = 7
+    *,
+    people: int,
+    items: int,
+    models: int = 0,
+    per_item: int | None = None,
+    kind: str = "likert",
+    seed: int = 7,
 ) -> tuple[RubricRatings, dict[int, dict]]:
     """(ratings, rater directory) of one rubric: people are raters 1..people, models the next ids."""
     rng = np.random.default_rng(seed)
