@@ -29,6 +29,11 @@ PAIR_BYTES = 1_600
 PAIR_PASS_BYTES = 3_000
 # Each rating's place in the (items, raters) matrix and its copies (values, codes, transposes).
 CELL_BYTES = 48
+# Each item in each figure group running at once (and the report's own thread: the alt-test, splits):
+# its rows, patterns, bootstrap statistics (measured: ~100 MB a group at 100k items).
+ITEM_GROUP_BYTES = 500
+# Each rating as read (ids, values, codes, before the matrix).
+RATING_BYTES = 64
 # The shared bootstrap weights of the items are kept (one byte each per resample) up to this much
 # (bootstrap.ItemResamples.keep), each chunk of them drawn as 4M weights at most (its budget).
 KEPT_RESAMPLES = 256_000_000
@@ -47,7 +52,7 @@ ITEM_RESAMPLE_SECONDS = 4e-9
 
 # Defaults of the settings of the same names.
 INLINE_SECONDS = 1.0
-MAX_BYTES = 500_000_000
+MAX_BYTES = 1_000_000_000
 MAX_SECONDS = 600
 
 
@@ -87,6 +92,8 @@ class RubricShape:
             + kept
             + groups * self.items * chunk * 4  # each group's float32 weights of a chunk
             + self.items * (self.people + self.models) * CELL_BYTES
+            + self.items * (groups + 1) * ITEM_GROUP_BYTES
+            + ((self.people_ratings or self.people * self.items) + self.models * self.items) * RATING_BYTES
             + self.pairs * PAIR_BYTES
             + min(self.pairs, PAIRS_PER_BLOCK) * PAIR_PASS_BYTES
             + self.shared_items() * 8 * 3  # the sparse plans of the pairs' tables (index and weight)

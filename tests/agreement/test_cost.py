@@ -156,7 +156,7 @@ print(json.dumps({{
 
 def test_419_people_on_12_items_compute_within_the_memory_bound():
     """The issue's shape (417 bulk raters and the demo's two people, no model), in a process of its own:
-    its peak memory (ru_maxrss) under the estimate, and the estimate under the 500 MB bound."""
+    its peak memory (ru_maxrss) under the estimate, and the estimate under the bound (1 GB)."""
     code = textwrap.dedent(MEASURE.format(root=str(ROOT), people=419, models=0))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
