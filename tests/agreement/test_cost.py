@@ -23,6 +23,7 @@ from agreement.tasks import compute_agreement_report
 from evaluations.models import Evaluation
 from evaluations.ratings_import import import_ratings
 from rubrics.builtins import ensure_builtin_rubrics
+from tests.agreement.helpers import make_rated_evaluation
 from tests.agreement.shapes import ratings_of_shape
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -139,6 +140,7 @@ import django
 django.setup()
 from agreement.cost import RubricShape, cost_of
 from agreement.report import rubric_report
+from tests.agreement.helpers import make_rated_evaluation
 from tests.agreement.shapes import ratings_of_shape
 data, raters = ratings_of_shape(people={people}, items=12, models={models})
 started = time.perf_counter()
@@ -163,3 +165,14 @@ def test_419_people_on_12_items_compute_within_the_memory_bound():
     measured = json.loads(done.stdout.strip().splitlines()[-1])
     assert measured["pairs"] == 87_571
     assert measured["peak"] <= measured["estimate"] <= cost.MAX_BYTES
+
+
+@pytest.mark.django_db
+def test_the_page_lists_the_first_pairs_of_people_and_the_downloads_every_pair(project, researcher_client):
+    table = {f"p{n:02d}": [str(1 + (n + k) % 5) for k in range(4)] for n in range(36)}  # 630 pairs
+    evaluation, _ = make_rated_evaluation(project, kind="likert", table=table)
+    page = researcher_client.get(_url(evaluation)).content.decode()
+    assert "630 pairs of people" in page and "The first 500 of 630 pairs" in page
+    assert page.count("<tr><td>p0") <= 500 + 36
+    report = researcher_client.get(_url(evaluation, "agreement_report_json")).json()
+    assert len(report["rubrics"][0]["human_human"]["pairs"]) == 630
