@@ -176,3 +176,22 @@ def test_the_page_lists_the_first_pairs_of_people_and_the_downloads_every_pair(p
     assert page.count("<tr><td>p0") <= 500 + 36
     report = researcher_client.get(_url(evaluation, "agreement_report_json")).json()
     assert len(report["rubrics"][0]["human_human"]["pairs"]) == 630
+
+
+@pytest.mark.django_db
+def test_a_task_finding_the_report_too_large_records_why_and_the_page_says_it(
+    project, researcher_client, settings, monkeypatch, django_capture_on_commit_callbacks
+):
+    table = {f"p{n}": [str(1 + (n + k) % 5) for k in range(4)] for n in range(4)}
+    evaluation, _ = make_rated_evaluation(project, kind="likert", table=table)
+    sent: list[tuple] = []
+    monkeypatch.setattr(compute_agreement_report, "delay", lambda *args: sent.append(args))
+    settings.AGREEMENT_INLINE_SECONDS = 0
+    with django_capture_on_commit_callbacks(execute=True):
+        assert "computing…" in researcher_client.get(_url(evaluation)).content.decode()
+    settings.AGREEMENT_MAX_BYTES = 1  # e.g. the worker's settings are tighter than the web's
+    assert compute_agreement_report(*sent[0]) is False
+    entry = ReportCache.objects.get(evaluation=evaluation)
+    assert entry.payload is None and entry.computing == "" and "Reduce the people" in entry.error
+    page = researcher_client.get(_url(evaluation)).content.decode()
+    assert "Reduce the people rating one rubric" in page and len(sent) == 1
