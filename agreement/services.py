@@ -178,9 +178,12 @@ def report_for_page(
         if estimate.refused:
             return PageReport(entry=shown, current=False, refused=estimate.refused)
         if estimate.inline:
-            entry = _compute_and_store(
-                evaluation=evaluation, where=where, resamples=resamples, fingerprint=fingerprint
-            )
+            try:
+                entry = _compute_and_store(
+                    evaluation=evaluation, where=where, resamples=resamples, fingerprint=fingerprint
+                )
+            except cost.ReportTooLarge as refused:  # ratings added since the estimate above
+                return PageReport(entry=shown, current=False, refused=str(refused))
             return PageReport(entry=entry, current=True)
     try:
         request_background_report(
