@@ -136,14 +136,18 @@ class ReportCost:
             return ""
         worst = max(self.shapes, key=lambda s: (s.bytes(self.resamples), s.seconds(self.resamples)))
         fits = most_people(worst, self.resamples)
+        reduce = (
+            f"Reduce the people rating one rubric to at most {fits:,} (for example import bulk raters into "
+            f"an evaluation of their own)"
+            if fits >= 2
+            else "Split the items into smaller evaluations"  # not the people: the items alone are too many
+        )
         return (
             f"this report would need about {_size(self.bytes)} of memory and {_duration(self.seconds)} "
             f"({worst.rubric}: {worst.people:,} people, so {worst.pairs:,} pairs of people compared in each "
             f"of {self.resamples:,} resamples, on {worst.items:,} items), above this server's limit of "
-            f"{_size(max_bytes())} and {_duration(max_seconds())} for one report. Reduce the people rating "
-            f"one rubric to at most {fits:,} (for example import bulk raters into an evaluation of their "
-            f"own), or compute it from the command line with fewer resamples "
-            f"(manage.py agreement --resamples 200)"
+            f"{_size(max_bytes())} and {_duration(max_seconds())} for one report. {reduce}, or compute it "
+            f"from the command line with fewer resamples (manage.py agreement --resamples 200)"
         )
 
 
