@@ -192,6 +192,6 @@ def test_a_task_finding_the_report_too_large_records_why_and_the_page_says_it(
     settings.AGREEMENT_MAX_BYTES = 1  # e.g. the worker's settings are tighter than the web's
     assert compute_agreement_report(*sent[0]) is False
     entry = ReportCache.objects.get(evaluation=evaluation)
-    assert entry.payload is None and entry.computing == "" and "Reduce the people" in entry.error
+    assert entry.payload is None and entry.computing == "" and "this report would need" in entry.error
     page = researcher_client.get(_url(evaluation)).content.decode()
-    assert "Reduce the people rating one rubric" in page and len(sent) == 1
+    assert "from the command line with fewer resamples" in page and len(sent) == 1
