@@ -8,7 +8,7 @@ people, each compared in every resample (issue 34). `estimate_report` reads thos
 
 Above AGREEMENT_INLINE_SECONDS the page has a worker compute it; above AGREEMENT_MAX_BYTES or
 AGREEMENT_MAX_SECONDS nothing computes it: `check` refuses, saying what to reduce. The memory bound is
-1 GB by default: 20 people x 100k items (3 per item, 2 models) peaked at 567 MB, mostly per-item arrays
+1 GB by default: 20 people x 100k items (3 per item, 2 models) peaked at 493-568 MB, mostly per-item arrays
 of each figure group; the pairs of people, which grew without bound, are built in blocks
 (tables.pair_blocks) and cost what the estimate says.
 """
