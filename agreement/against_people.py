@@ -11,13 +11,14 @@ from agreement import bootstrap as bs
 from agreement import statistics as st
 from agreement.tables import (
     Context,
+    PairSums,
     interval,
-    mean_kappa,
+    pair_blocks,
+    pair_sums,
     pair_tables,
     pairs_of_columns,
     people_pair_tables,
     people_pairs,
-    pooled_agreement,
     shares_people_tables,
     two_raters,
     weighted_mean,
@@ -236,23 +237,17 @@ def _headline_figures(
     k = len(ctx.human_cols)
     rows = _headline_rows(ctx, unique)
     results = {}
-    # Every figure comes from pairs' tables, all from one product with the weights: the model against
-    # each person, against the people's majority (its confusion matrix), and, outside the shared
-    # resamples, the people against each other on the same rows (the verdict's). Percent agreement is a
-    # table's diagonal over its total.
-    each_person, majority = [(h, k) for h in range(k)], [(k, k + 1)]
-    shared = shares_people_tables(ctx)
-    people = [] if shared else people_pairs(ctx)
-    tables = pair_tables(
-        ctx, rows.codes, w, each_person + majority + people, anchor=unique, only=rows.comparable
-    )
+    # Every figure comes from pairs' tables, products of the weights: the model against each person and
+    # against the people's majority (its confusion matrix), and, outside the shared resamples, the people
+    # against each other on the same rows (the verdict's). Percent agreement is a table's diagonal over its
+    # total. The pairs' tables are summed a block of pairs at a time (`pair_blocks`): with hundreds of
+    # people, all at once would not fit in memory.
+    majority = [(k, k + 1)]
+    confusion = pair_tables(ctx, rows.codes, w, majority, anchor=unique, only=rows.comparable)[:, :, 0]
     if rows.incomparable.any():  # the items with one person count in "each" and the majority, not the verdict
-        others = pair_tables(
-            ctx, rows.codes, w, each_person + majority, anchor=unique, only=rows.incomparable
-        )
-    else:
-        others = np.zeros_like(tables[:, :, : k + 1])
-    confusion = np.moveaxis(tables[:, :, k] + others[:, :, k], -1, 0)  # (B, model, people)
+        others = pair_tables(ctx, rows.codes, w, majority, anchor=unique, only=rows.incomparable)
+        confusion = confusion + others[:, :, 0]
+    confusion = np.moveaxis(confusion, -1, 0)  # (B, model, people)
     results["maj:percent_agreement"] = st._divide(
         np.trace(confusion, axis1=1, axis2=2), confusion.sum(axis=(1, 2))
     )
@@ -265,20 +260,31 @@ def _headline_figures(
         )
     # The verdict compares, on items with two or more people, the model against each person with
     # the people against each other; the "each" figures add the items with one person.
-    model_tables = tables[:, :, :k]
-    people_tables = _shared_people_tables(ctx, left_out) if shared else tables[:, :, k + 1 :]
-    results["verdict:kappa_model"] = mean_kappa(ctx, model_tables)
-    results["verdict:pa_model"] = pooled_agreement(model_tables)
-    model_tables = model_tables + others[:, :, :k]
-    results["each:cohen_kappa"] = mean_kappa(ctx, model_tables)
-    results["each:percent_agreement"] = pooled_agreement(model_tables)
+    verdict_model, each, each_without_ties = PairSums(), PairSums(), PairSums()
+    for block in pair_blocks(ctx, [(h, k) for h in range(k)], w.shape[0]):
+        model_tables = pair_tables(ctx, rows.codes, w, block, anchor=unique, only=rows.comparable)
+        verdict_model.add(model_tables, ctx.kappa_weights)
+        if rows.incomparable.any():
+            model_tables = model_tables + pair_tables(
+                ctx, rows.codes, w, block, anchor=unique, only=rows.incomparable
+            )
+        each.add(model_tables, ctx.kappa_weights)
+        if ctx.tie is not None:
+            each_without_ties.add(np.delete(np.delete(model_tables, ctx.tie, axis=0), ctx.tie, axis=1))
+    if shares_people_tables(ctx):
+        people = PairSums()
+        people.add(_shared_people_tables(ctx, left_out), ctx.kappa_weights)
+    else:
+        people = pair_sums(ctx, rows.codes, w, people_pairs(ctx), anchor=unique, only=rows.comparable)
+    results["verdict:kappa_model"] = verdict_model.mean_kappa
+    results["verdict:pa_model"] = verdict_model.pooled_agreement
+    results["each:cohen_kappa"] = each.mean_kappa
+    results["each:percent_agreement"] = each.pooled_agreement
     if ctx.tie is not None:
         results["each:agreement_with_ties"] = results["each:percent_agreement"]
-        results["each:agreement_without_ties"] = pooled_agreement(
-            np.delete(np.delete(model_tables, ctx.tie, axis=0), ctx.tie, axis=1)
-        )
-    results["verdict:kappa_humans"] = mean_kappa(ctx, people_tables)
-    results["verdict:pa_humans"] = pooled_agreement(people_tables)
+        results["each:agreement_without_ties"] = each_without_ties.pooled_agreement
+    results["verdict:kappa_humans"] = people.mean_kappa
+    results["verdict:pa_humans"] = people.pooled_agreement
     results["verdict:kappa_diff"] = results["verdict:kappa_model"] - results["verdict:kappa_humans"]
     results["verdict:pa_diff"] = results["verdict:pa_model"] - results["verdict:pa_humans"]
     return np.stack([results[name] for name in names], axis=1)

@@ -13,7 +13,7 @@ from agreement.tables import (
     figure,
     interval,
     mean_kappa,
-    pair_tables,
+    pair_sums,
     pairs_of_columns,
     people_pair_tables,
     people_pairs,
@@ -126,8 +126,8 @@ def _human_figures(
         elif metric == "cohen_kappa" and shares_people_tables(ctx):
             # Every item of these rows and no other has two or more people: the tables over all items.
             out.append(mean_kappa(ctx, people_pair_tables(ctx)))
-        elif metric == "cohen_kappa":
-            out.append(mean_kappa(ctx, pair_tables(ctx, codes, w, people_pairs(ctx), anchor=unique)))
+        elif metric == "cohen_kappa":  # every pair of people's tables, a block of pairs at a time
+            out.append(pair_sums(ctx, codes, w, people_pairs(ctx), anchor=unique).mean_kappa)
     return np.stack(out, axis=1)
 
 

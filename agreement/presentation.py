@@ -23,6 +23,8 @@ LABELS = {
     "accuracy": "Accuracy",
 }
 DISAGREEMENTS_SHOWN = 8
+# Pairs of people listed on the page (419 people make 87,571; every one is in the JSON and CSV).
+PAIRS_SHOWN = 500
 SKIP = {"why", "ci", "items", "raters", "pairs", "items_without_majority"}
 CSV_COLUMNS = [
     "rubric",
@@ -165,7 +167,8 @@ def present_rubric(block: dict) -> dict:
         **block,
         "disagreements_by_model": by_model,
         "human_rows": metric_rows(hh, kind=block["kind"]),
-        "pairs": hh.get("pairs", []),
+        "pairs": hh.get("pairs", [])[:PAIRS_SHOWN],
+        "pairs_total": len(hh.get("pairs", [])),
         "model_raters": raters,
         "bars": distribution_bars(block),
     }

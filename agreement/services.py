@@ -18,14 +18,12 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Max, Q, QuerySet
 from kombu.exceptions import OperationalError as KombuOperationalError
 
+from agreement import cost
 from agreement.models import ReportCache
 from agreement.report import DEFAULT_RESAMPLES, DEFAULT_SEED, build_report
 from evaluations.models import Evaluation, Rater, Rating
 from projects import leases
 
-# Evaluations with fewer ratings than this are computed inside the page's request (well under a
-# second); larger ones in the background. Overridden by settings.AGREEMENT_INLINE_MAX_RATINGS.
-INLINE_MAX_RATINGS = 20_000
 # A background claim older than this is taken as lost (worker gone, message dropped) and retried.
 # Overridden by settings.AGREEMENT_CLAIM_SECONDS. Bench: 20 annotators x 100k items took 16.5 s.
 CLAIM_SECONDS = 15 * 60
@@ -83,11 +81,14 @@ def _compute_and_store(
     parameters = report_parameters(where=where, resamples=resamples)
     key = parameters_key(parameters)
     started = time.perf_counter()
-    report = build_report(evaluation=evaluation, where=where or None, resamples=resamples, seed=DEFAULT_SEED)
+    # Only the JSON is kept: the report's own objects go as soon as it is made (0.75 KB a pair of people).
+    payload = build_report(
+        evaluation=evaluation, where=where or None, resamples=resamples, seed=DEFAULT_SEED
+    ).as_json()
     values = {
         "parameters": parameters,
         "fingerprint": fingerprint,
-        "payload": report.as_json(),
+        "payload": payload,
         "seconds": time.perf_counter() - started,
         "failed": "",
         "error": "",
@@ -116,7 +117,8 @@ def _keep_the_latest(evaluation: Evaluation) -> None:
 def cached_report(
     *, evaluation: Evaluation, where: dict[str, str] | None = None, resamples: int = DEFAULT_RESAMPLES
 ) -> tuple[dict, ReportCache]:
-    """The report for these parameters: from the cache if the ratings have not changed, else computed now."""
+    """The report for these parameters: from the cache if the ratings have not changed, else computed now
+    (cost.ReportTooLarge, saying what to reduce, when it is above the server's budgets)."""
     key = parameters_key(report_parameters(where=where, resamples=resamples))
     fingerprint = ratings_fingerprint(evaluation)
     entry = ReportCache.objects.filter(evaluation=evaluation, key=key).first()
@@ -135,6 +137,7 @@ class PageReport:
     entry: ReportCache | None
     current: bool
     error: str = ""
+    refused: str = ""  # too large to compute (cost.ReportCost.refused): what to reduce
 
     @property
     def payload(self) -> dict | None:
@@ -143,7 +146,7 @@ class PageReport:
     @property
     def computing(self) -> bool:
         """A background computation for the current ratings is under way (the page polls)."""
-        return not self.current and not self.error
+        return not self.current and not self.error and not self.refused
 
 
 QUEUE_REFUSED = (
@@ -152,32 +155,36 @@ QUEUE_REFUSED = (
 )
 
 
-def inline_max_ratings() -> int:
-    return int(getattr(settings, "AGREEMENT_INLINE_MAX_RATINGS", INLINE_MAX_RATINGS))
-
-
 def report_for_page(
     *, evaluation: Evaluation, where: dict[str, str] | None = None, resamples: int = DEFAULT_RESAMPLES
 ) -> PageReport:
     """The report for the page, never blocking on a large computation.
 
-    A current cached report is returned as it is. A missing or stale one is computed now when the
-    evaluation has fewer ratings than `inline_max_ratings()` (all of them, whatever the filter);
-    otherwise a background computation is requested and the stale report, if any, is returned.
+    A current cached report is returned as it is. A missing or stale one is computed now when its
+    estimated cost (`cost.estimate_report`, of the whole evaluation whatever the filter) fits in a
+    request; otherwise a background computation is requested and the stale report, if any, is returned;
+    above the server's budgets, nothing is computed and the page says what to reduce.
     """
     key = parameters_key(report_parameters(where=where, resamples=resamples))
-    fingerprint, count = _ratings_state(evaluation)
+    fingerprint = ratings_fingerprint(evaluation)
     entry = ReportCache.objects.filter(evaluation=evaluation, key=key).first()
     if _current(entry, fingerprint):
-        return PageReport(entry=entry, current=True)
-    if count < inline_max_ratings():
-        entry = _compute_and_store(
-            evaluation=evaluation, where=where, resamples=resamples, fingerprint=fingerprint
-        )
         return PageReport(entry=entry, current=True)
     shown = entry if entry is not None and entry.payload is not None else None
     if entry is not None and entry.failed == fingerprint:
         return PageReport(entry=shown, current=False, error=entry.error or "the computation failed")
+    if entry is None or entry.computing != fingerprint:  # else a task has it in hand: no estimate again
+        estimate = cost.estimate_report(evaluation=evaluation, resamples=resamples)
+        if estimate.refused:
+            return PageReport(entry=shown, current=False, refused=estimate.refused)
+        if estimate.inline:
+            try:
+                entry = _compute_and_store(
+                    evaluation=evaluation, where=where, resamples=resamples, fingerprint=fingerprint
+                )
+            except cost.ReportTooLarge as refused:  # ratings added since the estimate above
+                return PageReport(entry=shown, current=False, refused=str(refused))
+            return PageReport(entry=entry, current=True)
     try:
         request_background_report(
             evaluation=evaluation, where=where, resamples=resamples, fingerprint=fingerprint
@@ -235,6 +242,9 @@ def compute_report_in_background(*, evaluation_id: int, where: dict[str, str], r
         return False
     try:
         _compute_and_store(evaluation=evaluation, where=where, resamples=resamples, fingerprint=fingerprint)
+    except cost.ReportTooLarge as error:  # its message says what to reduce; nothing went wrong
+        _release(claim, failed=fingerprint, error=str(error))
+        return False
     except Exception as error:  # recorded so the page says why instead of enqueueing it again; re-raised
         message = f"{type(error).__name__}: {error}"
         _release(claim, failed=fingerprint, error=message)

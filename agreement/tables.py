@@ -295,16 +295,100 @@ def pair_tables(
 
 def mean_kappa(ctx: Context, tables: np.ndarray) -> np.ndarray:
     """(B,) mean of the pairs' kappas in (L, L, pairs, B) tables, weighted by each pair's items."""
-    kappa, items = st.kappa_and_totals(tables, weights=ctx.kappa_weights)
-    ok = np.isfinite(kappa)
-    return st._divide(np.where(ok, kappa * items, 0.0).sum(axis=0), np.where(ok, items, 0.0).sum(axis=0))
+    sums = PairSums()
+    sums.add(tables, ctx.kappa_weights)
+    return sums.mean_kappa
 
 
 def pooled_agreement(tables: np.ndarray) -> np.ndarray:
     """(B,) share of agreeing pairs of ratings over every pair's (L, L, pairs, B) table: their diagonals
     over their totals (NaN without pairs)."""
-    agreeing = np.trace(tables, axis1=0, axis2=1).sum(axis=0)
-    return st._divide(agreeing, tables.sum(axis=(0, 1, 2)))
+    sums = PairSums()
+    sums.add(tables)
+    return sums.pooled_agreement
+
+
+# The tables of one block of pairs (float64, every resample of a chunk) held at once. The kappas' passes
+# make about three arrays of that size, and each of the report's figure groups' threads (report.
+# GROUP_THREADS) may be in one: 3 x 3 x 16 MB, about 0.15 GB, however many pairs of people there are
+# (issue 34: 419 people on 12 items asked for one array of 2.4M tables x 1,000 resamples, 9 GB).
+TABLE_BLOCK_BYTES = 16_000_000
+
+
+def pair_blocks[T](ctx: Context, pairs: list[T], resamples: int) -> list[list[T]]:
+    """`pairs` in consecutive blocks whose (L, L, block, resamples) tables fit in TABLE_BLOCK_BYTES (one
+    block, possibly empty, when they all do)."""
+    step = max(1, TABLE_BLOCK_BYTES // max(1, ctx.levels * ctx.levels * resamples * 8))
+    return [pairs[start : start + step] for start in range(0, len(pairs), step)] or [pairs]
+
+
+@dataclass
+class PairSums:
+    """What mean_kappa and pooled_agreement sum over the pairs of (L, L, pairs, B) tables, added a block of
+    pairs at a time. Each pair's kappa and counts do not depend on the other pairs (the counts are whole
+    numbers: exact), and the sums over pairs are taken in order, as NumPy sums an array over its first axis,
+    row after row: blocks give the same bits as every pair in one array."""
+
+    # (B,) sums over the pairs so far (with one resample, their terms: see `_in_order`)
+    kappa_items: np.ndarray | None = None  # kappa x items of the pairs with a kappa
+    items: np.ndarray | None = None  # their items
+    agreeing: np.ndarray | None = None  # the tables' diagonals
+    total: np.ndarray | None = None  # every pair of ratings
+
+    def add(self, tables: np.ndarray, kappa_weights: str | None | bool = False) -> None:
+        """Add a block's tables; `kappa_weights` (None or "quadratic") sums their kappas too (False: not)."""
+        if kappa_weights is not False:
+            kappa, items = st.kappa_and_totals(tables, weights=kappa_weights)  # type: ignore[arg-type]
+            ok = np.isfinite(kappa)
+            self.kappa_items = _in_order(self.kappa_items, np.where(ok, kappa * items, 0.0))
+            self.items = _in_order(self.items, np.where(ok, items, 0.0))
+        self.agreeing = _in_order(self.agreeing, np.trace(tables, axis1=0, axis2=1))
+        self.total = _in_order(self.total, tables.sum(axis=(0, 1)))
+
+    @property
+    def mean_kappa(self) -> np.ndarray:
+        assert self.kappa_items is not None and self.items is not None, "no tables added with kappas"
+        return st._divide(_summed(self.kappa_items), _summed(self.items))
+
+    @property
+    def pooled_agreement(self) -> np.ndarray:
+        assert self.agreeing is not None and self.total is not None, "no tables added"
+        return st._divide(_summed(self.agreeing), _summed(self.total))
+
+
+def _in_order(before: np.ndarray | None, terms: np.ndarray) -> np.ndarray:
+    """`terms` (pairs, B) summed over the pairs and added to the sum of the pairs before them, as the sum
+    of one array of both: (((before + t0) + t1) + ...), the order NumPy adds an array's rows in."""
+    if terms.shape[1] == 1:
+        # One resample (a point estimate): NumPy sums a lone column pairwise, not row by row. Its terms are
+        # kept (8 bytes a pair) and summed as one column at the end (`_summed`).
+        return terms if before is None else np.concatenate([before, terms])
+    if before is None:
+        return terms.sum(axis=0)
+    return np.concatenate([before[None], terms]).sum(axis=0)
+
+
+def _summed(sums: np.ndarray) -> np.ndarray:
+    """The (B,) sums of `_in_order`, from the kept column of terms when there is one resample."""
+    return sums.sum(axis=0) if sums.ndim == 2 else sums
+
+
+def pair_sums(
+    ctx: Context,
+    codes: np.ndarray,
+    w: np.ndarray,
+    pairs: list[tuple[int, int]],
+    *,
+    anchor: object,
+    only: np.ndarray | None = None,
+    kappa: bool = True,
+) -> PairSums:
+    """PairSums of `pair_tables` of these pairs, built a block of pairs at a time (`pair_blocks`)."""
+    sums = PairSums()
+    for block in pair_blocks(ctx, pairs, w.shape[0]):
+        tables = pair_tables(ctx, codes, w, block, anchor=anchor, only=only)
+        sums.add(tables, ctx.kappa_weights if kappa else False)
+    return sums
 
 
 def people_pair_tables(ctx: Context) -> np.ndarray:
@@ -427,6 +511,23 @@ def pairs_of_columns(
     cells = size_a * size_b if ctx.data.is_likert else ctx.levels * ctx.levels
     if len(pairs) * cells > PAIR_CELLS_BUDGET:
         return [_two_columns(ctx, a, b) for a, b in pairs]
+    # A block of pairs at a time, each with every pair's values (the same tables, so the same figures):
+    # the passes hold ~3 KB a pair, against ~0.75 KB for the figures kept.
+    out: list[dict | None] = []
+    for start in range(0, len(pairs), PAIRS_PER_BLOCK):
+        out += _column_pairs(ctx, pairs[start : start + PAIRS_PER_BLOCK], columns, values_a, values_b)
+    return out
+
+
+PAIRS_PER_BLOCK = 10_000
+
+
+def _column_pairs(
+    ctx: Context, pairs: list[tuple[int, int]], columns: Columns, values_a: np.ndarray, values_b: np.ndarray
+) -> list[dict | None]:
+    """pairs_of_columns of one block of pairs; `values_a` and `values_b`: the values given in the columns
+    of every pair's first and second side."""
+    size_a, size_b = values_a.shape[0], values_b.shape[0]
     shared = [_shared_rows(columns, a, b) for a, b in pairs]
     pair = np.repeat(np.arange(len(pairs)), [rows.shape[0] for rows in shared])
     rows = np.concatenate(shared) if shared else np.zeros(0, dtype=np.int64)

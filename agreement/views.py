@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from agreement.compare import Run, compare_runs, find_run, runs_of
 from agreement.consistency import position_consistency, with_position_consistency
+from agreement.cost import ReportTooLarge
 from agreement.disagreements import neighbours, ranked_disagreements
 from agreement.examples import candidates, make_examples_version
 from agreement.forms import AltTestSettingsForm
@@ -144,12 +145,23 @@ def _filename(evaluation: Evaluation, where: dict[str, str], suffix: str) -> str
     return "-".join(parts) + suffix
 
 
+def _too_large(refused: ReportTooLarge) -> HttpResponse:
+    """The download of a report above the server's budgets: what to reduce, as text (422: the request is
+    understood and will not be computed)."""
+    return HttpResponse(
+        f"This report is not computed: {refused}.\n", status=422, content_type="text/plain; charset=utf-8"
+    )
+
+
 @require_GET
 @login_required
 def agreement_report_json(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     evaluation = get_evaluation_for(request.user, slug, pk)
     where = _where(request)
-    report, _ = cached_report(evaluation=evaluation, where=where)
+    try:
+        report, _ = cached_report(evaluation=evaluation, where=where)
+    except ReportTooLarge as refused:
+        return _too_large(refused)
     response = JsonResponse(
         with_position_consistency(report), json_dumps_params={"indent": 2, "ensure_ascii": False}
     )
@@ -162,7 +174,10 @@ def agreement_report_json(request: HttpRequest, slug: str, pk: int) -> HttpRespo
 def agreement_report_csv(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     evaluation = get_evaluation_for(request.user, slug, pk)
     where = _where(request)
-    report, _ = cached_report(evaluation=evaluation, where=where)
+    try:
+        report, _ = cached_report(evaluation=evaluation, where=where)
+    except ReportTooLarge as refused:
+        return _too_large(refused)
     response = HttpResponse(
         report_csv(with_position_consistency(report)), content_type="text/csv; charset=utf-8"
     )

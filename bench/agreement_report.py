@@ -17,6 +17,12 @@ Options: --items 100000 --kind likert|pairwise --resamples 1000 --repeat 3 --kee
 --profile (print where one report run spends its time) --fractional (judge-a scores like "3.72",
 as a logprob judge stores them: about 400 distinct values instead of 5) --people 20 (a pool of 20
 annotators, 3 per item: 190 pairs of people).
+
+--shapes (issue 34): the report's peak memory (RSS of a process of its own, ru_maxrss) and time for
+1,000 people x 12 items, 419 people x 12 items (the issue's 417 bulk raters and the demo's two; every
+person rates every item, no model) and 20 people x 100k items (3 per item, 2 models), each beside the
+estimate the report priced itself at (agreement.cost) before it started; a report above the budgets
+prints its refusal instead. `--shapes 419x12` runs one of them.
 """
 
 import argparse
@@ -79,7 +85,9 @@ def _copy_text(value) -> str:
     return str(value).replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
 
 
-def generate(items: int, kind: str, *, fractional: bool = False, people: int = 3):
+def generate(
+    items: int, kind: str, *, fractional: bool = False, people: int = 3, per_item: int = 3, models: int = 2
+):
     from datasets.models import Dataset, Item
     from evaluations.models import Evaluation, Rater, Rating
     from projects.models import Project
@@ -111,12 +119,12 @@ def generate(items: int, kind: str, *, fractional: bool = False, people: int = 3
     truth = rng.integers(0, len(labels), items)
     columns: dict[str, list] = {"item_id": [], "rater_id": [], "value": [], "parse_failed": []}
     humans = HUMANS if people == 3 else [f"person-{k + 1}" for k in range(people)]
-    # Each item is rated by 3 of the people (all of them when there are 3).
-    chosen = np.argsort(rng.random((items, people)), axis=1)[:, :3]
+    # Each item is rated by `per_item` of the people (all of them when there are that many).
+    chosen = np.argsort(rng.random((items, people)), axis=1)[:, :per_item]
     for name, spread, fail in [(h, 0.25, 0.0) for h in humans] + [
         ("judge-a", 0.45, 0.0),
         ("judge-b", 0.6, 0.02),
-    ]:
+    ][:models]:
         rater = Rater.objects.create(project=project, name=name, kind="human" if name in humans else "model")
         mine = (chosen == humans.index(name)).any(axis=1) if name in humans else np.ones(items, dtype=bool)
         noise = rng.choice([-1, 1], items) * (rng.random(items) < spread)
@@ -158,7 +166,98 @@ def interleaved(repeat: int, first, second) -> tuple[float, object, float, objec
     return best_a, result_a, best_b, result_b
 
 
+# name: (people, items, people per item, models)
+SHAPES = {
+    "1000x12": (1000, 12, 1000, 0),
+    "419x12": (419, 12, 419, 0),
+    "20x100k": (20, 100_000, 3, 2),
+}
+
+
+def measure_report() -> None:
+    """In a process of its own (on the database generate() filled): price the report, build it as the
+    page's task does (its JSON), and print the estimate, the peak RSS and the time, as one JSON line."""
+    import resource
+
+    from agreement import cost
+    from agreement.report import build_report
+    from evaluations.models import Evaluation
+
+    evaluation = Evaluation.objects.get(name="Bench")
+    started = time.perf_counter()
+    estimate = cost.estimate_report(evaluation=evaluation, resamples=1000)
+    try:
+        text = json.dumps(build_report(evaluation=evaluation, resamples=1000).as_json())
+        refused = ""
+    except cost.ReportTooLarge as error:
+        text, refused = "", str(error)
+    result = {
+        "seconds": time.perf_counter() - started,
+        "peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "estimate_bytes": estimate.bytes,
+        "estimate_seconds": estimate.seconds,
+        "json_bytes": len(text),
+        "refused": refused,
+    }
+    print(json.dumps(result))
+
+
+def run_shapes(names: list[str]) -> None:
+    """Each shape in a throwaway database: generated, then its report measured in a child process."""
+    import subprocess
+
+    for name in names:
+        people, items, per_item, models = SHAPES[name]
+        admin_url, bench_url = database_urls(BENCH_DB)
+        run_on_admin(admin_url, f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+        run_on_admin(admin_url, f"CREATE DATABASE {BENCH_DB}")
+        try:
+            child = subprocess.run(
+                [sys.executable, __file__, "--generate-only", name],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+            measured = subprocess.run(
+                [sys.executable, __file__, "--measure"],
+                check=True,
+                capture_output=True,
+                text=True,
+                env={**os.environ, "DATABASE_URL": bench_url},
+            )
+        finally:
+            run_on_admin(admin_url, f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+        result = json.loads(measured.stdout.strip().splitlines()[-1])
+        print(child.stdout.strip())
+        outcome = (
+            f"refused: {result['refused']}" if result["refused"] else f"JSON {result['json_bytes']:,} bytes"
+        )
+        print(
+            f"{name} ({people:,} people, {per_item} per item, {items:,} items, {models} models): "
+            f"peak RSS {result['peak_bytes'] / 1e6:.0f} MB in {result['seconds']:.1f} s "
+            f"(estimated {result['estimate_bytes'] / 1e6:.0f} MB, {result['estimate_seconds']:.1f} s); "
+            f"{outcome}"
+        )
+
+
+def generate_shape(name: str) -> None:
+    people, items, per_item, models = SHAPES[name]
+    _, bench_url = database_urls(BENCH_DB)
+    setup_django(bench_url)
+    started = time.perf_counter()
+    generate(items, "likert", people=people, per_item=per_item, models=models)
+    print(f"{name}: generated in {time.perf_counter() - started:.1f} s")
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--measure"]:
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+        import django
+
+        django.setup()
+        return measure_report()
+    if sys.argv[1:2] == ["--generate-only"]:
+        return generate_shape(sys.argv[2])
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -170,7 +269,15 @@ def main() -> None:
     parser.add_argument("--people", type=int, default=3, help="Annotators; each item gets 3 of them.")
     parser.add_argument("--fractional", action="store_true", help="judge-a gives scores like 3.72 (likert).")
     parser.add_argument("--profile", action="store_true", help="Print a profile of one report run.")
+    parser.add_argument(
+        "--shapes",
+        nargs="?",
+        const=",".join(SHAPES),
+        help=f"Peak memory and time of the report for these shapes (default all: {', '.join(SHAPES)}).",
+    )
     args = parser.parse_args()
+    if args.shapes:
+        return run_shapes(args.shapes.split(","))
 
     admin_url, bench_url = database_urls(BENCH_DB)
     run_on_admin(admin_url, f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")

@@ -289,6 +289,11 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = env_int("CELERY_WORKER_PREFETCH_MULTIPLIER", 4, minimum=1)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# The worker's memory (its data and heap, RLIMIT_DATA, set when it starts: config.celery): a task that asks
+# for more gets a MemoryError instead of the kernel's out-of-memory killer picking a process of the
+# machine. 0: no limit. With a prefork pool, a child above it after a task is also replaced (in KB).
+WORKER_MEMORY_LIMIT_MB = env_int("WORKER_MEMORY_LIMIT_MB", 2048, minimum=0)
+CELERY_WORKER_MAX_MEMORY_PER_CHILD = WORKER_MEMORY_LIMIT_MB * 1024 or None
 
 # Redis for cross-worker state (rate limits). Defaults to the broker when that is Redis.
 REDIS_URL = env_url(
@@ -403,7 +408,12 @@ LOGGING = {
     "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpx2", "httpcore", "openai")},
 }
 
-# Agreement reports of evaluations with more ratings than this are computed by a Celery task while the
-# page shows progress; smaller ones are computed in the request. A task's claim lapses after CLAIM_SECONDS.
-AGREEMENT_INLINE_MAX_RATINGS = env_int("AGREEMENT_INLINE_MAX_RATINGS", 20_000, minimum=0)
+# Agreement reports are priced before they start (agreement.cost: memory and time from each rubric's
+# people, pairs of people, items and resamples). One estimated to take longer than AGREEMENT_INLINE_SECONDS
+# is computed by a Celery task while the page shows progress; one above AGREEMENT_MAX_BYTES (peak memory of
+# the process) or AGREEMENT_MAX_SECONDS is refused, saying what to reduce. A task's claim lapses after
+# AGREEMENT_CLAIM_SECONDS (keep it above AGREEMENT_MAX_SECONDS).
+AGREEMENT_INLINE_SECONDS = env_float("AGREEMENT_INLINE_SECONDS", 1.0)
+AGREEMENT_MAX_BYTES = env_int("AGREEMENT_MAX_BYTES", 1_000_000_000, minimum=1)
+AGREEMENT_MAX_SECONDS = env_float("AGREEMENT_MAX_SECONDS", 600.0)
 AGREEMENT_CLAIM_SECONDS = env_int("AGREEMENT_CLAIM_SECONDS", 900, minimum=1)

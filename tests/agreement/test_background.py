@@ -42,8 +42,8 @@ def enqueued(monkeypatch):
 
 @pytest.fixture
 def large(settings):
-    """Every evaluation here counts as large: its 18 ratings are over the inline threshold."""
-    settings.AGREEMENT_INLINE_MAX_RATINGS = 10
+    """Every evaluation here counts as large: no report is cheap enough for a request."""
+    settings.AGREEMENT_INLINE_SECONDS = 0
 
 
 def _url(evaluation, name="agreement_report"):
@@ -107,7 +107,7 @@ def test_a_stale_report_is_shown_marked_updating_while_the_new_one_computes(
 ):
     before = _get(researcher_client, evaluation, django_capture_on_commit_callbacks)  # small: inline
     assert FIGURE in before and enqueued == []
-    settings.AGREEMENT_INLINE_MAX_RATINGS = 10
+    settings.AGREEMENT_INLINE_SECONDS = 0
     rating = Rating.objects.get(evaluation=evaluation, rater__name="judge", item__position=0)
     rating.value = "B"
     rating.save()
