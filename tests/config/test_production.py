@@ -11,8 +11,10 @@ import re
 import secrets
 import signal
 import socket
+import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -20,6 +22,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 START_SECONDS = 240
+HEADER_TIMEOUT = 4
+READ_TIMEOUT = 4
 
 
 def free_port() -> int:
@@ -52,6 +56,8 @@ def production_env(var_dir: Path, **extra: str) -> dict[str, str]:
             "WEB_WORKERS": "1",
             "WEB_THREADS": "2",
             "CONCORD_WORKER_CONCURRENCY": "2",
+            "WEB_HEADER_TIMEOUT": str(HEADER_TIMEOUT),
+            "WEB_READ_TIMEOUT": str(READ_TIMEOUT),
             **extra,
         }
     )
@@ -152,6 +158,86 @@ def test_production_start_creates_no_demo_account_and_says_how_to_make_one(produ
     )
     assert count.stdout.strip().splitlines()[-1] == "0", count.stderr
     assert "concord-demo" not in get(port, "/login/").body.decode()  # type: ignore[attr-defined]
+
+
+class SlowClients:
+    """`count` connections that each send one byte a second: half of them a request's headers, half a login
+    form's body after whole headers (each reconnects when the server closes it). Loopback only; they stop
+    after `seconds` at the latest, or when stop() is called."""
+
+    def __init__(self, port: int, count: int, seconds: float) -> None:
+        self.port, self.count, self.deadline = port, count, time.monotonic() + seconds
+        self.stopped = threading.Event()
+        self.reconnects = 0
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def connect(self, index: int) -> socket.socket:
+        sock = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+        if index % 2:  # whole headers, then a body that never ends in time
+            sock.sendall(
+                b"POST /login/ HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Forwarded-Proto: https\r\n"
+                b"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 100000\r\n\r\nu"
+            )
+        else:  # a request line, then header bytes one at a time
+            sock.sendall(b"GET /login/ HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: a")
+        return sock
+
+    def run(self) -> None:
+        sockets = [self.connect(index) for index in range(self.count)]
+        while time.monotonic() < self.deadline and not self.stopped.wait(1.0):
+            for index, sock in enumerate(sockets):
+                try:
+                    sock.send(b"a")
+                except OSError:  # the server closed it: come back, as a slowloris does
+                    sock.close()
+                    sockets[index] = self.connect(index)
+                    self.reconnects += 1
+        for sock in sockets:
+            sock.close()
+
+    def __enter__(self) -> "SlowClients":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopped.set()
+        self.thread.join(timeout=30)
+
+
+def test_fifty_slow_clients_do_not_keep_the_login_page_from_others(production):
+    _, port, _, _ = production
+    with SlowClients(port, count=50, seconds=60) as slow:
+        time.sleep(2.0)  # every slow connection is open and has sent its first bytes
+        times = []
+        for _ in range(8):
+            started = time.monotonic()
+            page = get(port, "/login/")
+            times.append(time.monotonic() - started)
+            assert page.status == 200
+            time.sleep(0.5)
+    print(
+        f"/login/ under 50 slow clients: median {statistics.median(times) * 1000:.0f} ms, "
+        f"max {max(times) * 1000:.0f} ms, {slow.reconnects} reconnects"
+    )
+    assert max(times) < 1.0, times
+
+
+def test_a_client_too_slow_with_its_headers_or_body_is_cut_off(production):
+    _, port, _, _ = production
+    headers = socket.create_connection(("127.0.0.1", port), timeout=30)
+    headers.sendall(b"GET /login/ HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    body = socket.create_connection(("127.0.0.1", port), timeout=30)
+    body.sendall(
+        b"POST /login/ HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Forwarded-Proto: https\r\n"
+        b"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\nusername="
+    )
+    started = time.monotonic()
+    assert headers.recv(1000) == b""  # closed without an answer once its headers took too long
+    assert time.monotonic() - started < HEADER_TIMEOUT + 3
+    assert body.recv(1000).startswith(b"HTTP/1.1 408")  # a body silent for too long
+    assert time.monotonic() - started < READ_TIMEOUT + 3
+    headers.close()
+    body.close()
 
 
 def test_when_a_child_process_dies_bin_concord_stops_everything_and_says_which(production):
