@@ -289,6 +289,11 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = env_int("CELERY_WORKER_PREFETCH_MULTIPLIER", 4, minimum=1)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A worker waits for a broker that is down (at start or after losing it) for as long as it takes, rather
+# than giving up after Celery's 100 attempts. (A Redis restart can still end it in kombu's redis transport,
+# closing a channel whose connection is gone; bin/concord then starts it again, see README.)
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 
 # Redis for cross-worker state (rate limits). Defaults to the broker when that is Redis.
 REDIS_URL = env_url(

@@ -1,5 +1,6 @@
 """The production start: `DEBUG=false bin/concord` serves styled pages through gunicorn and WhiteNoise,
-with the secure defaults on, no demo accounts, and stops everything when one of its processes dies.
+with the secure defaults on, no demo accounts, starts a process that died again (and stops everything when
+one dies too often), and holds many slow clients without keeping others waiting.
 
 bin/concord runs for real here (a fresh SQLite database in a temporary directory, the file broker), as an
 operator would start it behind a proxy that ends TLS.
@@ -58,6 +59,7 @@ def production_env(var_dir: Path, **extra: str) -> dict[str, str]:
             "CONCORD_WORKER_CONCURRENCY": "2",
             "WEB_HEADER_TIMEOUT": str(HEADER_TIMEOUT),
             "WEB_READ_TIMEOUT": str(READ_TIMEOUT),
+            "CONCORD_RESTARTS_PER_MINUTE": "1",
             **extra,
         }
     )
@@ -240,17 +242,37 @@ def test_a_client_too_slow_with_its_headers_or_body_is_cut_off(production):
     body.close()
 
 
-def test_when_a_child_process_dies_bin_concord_stops_everything_and_says_which(production):
+def celery_child(process: subprocess.Popen, *, other_than: str = "", timeout: float = 60) -> str:
+    """The pid of bin/concord's Celery worker (a new one, when `other_than` names the old)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        children = subprocess.run(
+            ["pgrep", "-P", str(process.pid)], capture_output=True, text=True
+        ).stdout.split()
+        for pid in children:
+            try:
+                if pid != other_than and b"celery" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    return pid
+            except FileNotFoundError:
+                pass
+        time.sleep(0.2)
+    raise AssertionError("no Celery worker under bin/concord")
+
+
+def test_a_child_that_dies_is_started_again_until_it_dies_too_often_then_everything_stops(production):
     process, port, _, log = production
-    children = subprocess.run(
-        ["pgrep", "-P", str(process.pid)], capture_output=True, text=True
-    ).stdout.split()
-    worker = next(pid for pid in children if b"celery" in Path(f"/proc/{pid}/cmdline").read_bytes())
+    worker = celery_child(process)
     os.kill(int(worker), signal.SIGKILL)
+    again = celery_child(process, other_than=worker)
+    assert process.poll() is None and get(port, "/login/").status == 200
+    assert "the Celery worker stopped (exit status 137); starting it again (restart 1 of at most 1" in (
+        log.read_text()
+    )
+    os.kill(int(again), signal.SIGKILL)  # a second time within the minute: past CONCORD_RESTARTS_PER_MINUTE
     assert process.wait(timeout=90) == 1
     output = log.read_text()
     assert "createsuperuser" in output and "concord-demo" not in output
-    assert "the Celery worker stopped" in output
+    assert "the Celery worker stopped (exit status 137) after 1 restarts within a minute; stopping" in output
     with pytest.raises(OSError):
         get(port, "/login/")
 
