@@ -15,6 +15,7 @@ from urllib.parse import urlparse, urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("CONCORD_VAR_DIR") or BASE_DIR / "var")
@@ -164,6 +165,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -247,6 +249,23 @@ CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 365 * 24 * 3600)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", not DEBUG)
+# Pages load scripts, styles, images and fonts from Concord alone and run no inline script, so an injected
+# <script> or on...= attribute does nothing. Style attributes stay allowed (not <style> elements): the
+# progress bars' and charts' widths are computed on the server. base.html turns off htmx's own inline
+# <style>. Enforced with DEBUG off; tests/browser/test_content_security_policy_in_browser.py checks the pages.
+CONCORD_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF],
+    "style-src": [CSP.SELF],
+    "style-src-attr": [CSP.UNSAFE_INLINE],
+    "img-src": [CSP.SELF, "data:"],
+    "connect-src": [CSP.SELF],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.SELF],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+}
+SECURE_CSP = {} if DEBUG else CONCORD_CSP
 
 # The demo project and its users with the published password: only when asked for, or in debug
 # (bin/concord reads it; checked here so that a malformed value stops start-up).

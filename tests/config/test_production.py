@@ -6,10 +6,8 @@ bin/concord runs for real here (a fresh SQLite database in a temporary directory
 operator would start it behind a proxy that ends TLS.
 """
 
-import http.client
 import os
 import re
-import secrets
 import signal
 import socket
 import statistics
@@ -21,73 +19,10 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-START_SECONDS = 240
+from .production import ROOT, free_port, get, production_env, running_concord
+
 HEADER_TIMEOUT = 4
 READ_TIMEOUT = 4
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-# The test run's database and broker, and DJANGO_ALLOW_ASYNC_UNSAFE (set for the browser tests), which a
-# deployment must not have.
-NOT_INHERITED = {
-    "DATABASE_URL",
-    "CELERY_BROKER_URL",
-    "REDIS_URL",
-    "CONCORD_DEMO",
-    "DEBUG",
-    "DJANGO_ALLOW_ASYNC_UNSAFE",
-}
-
-
-def production_env(var_dir: Path, **extra: str) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if key not in NOT_INHERITED}
-    env.update(
-        {
-            "CONCORD_VAR_DIR": str(var_dir),
-            "DEBUG": "false",
-            "SECRET_KEY": secrets.token_urlsafe(50),
-            "ALLOWED_HOSTS": "127.0.0.1",
-            "SECURE_PROXY_SSL_HEADER": "true",
-            "WEB_WORKERS": "1",
-            "WEB_THREADS": "2",
-            "CONCORD_WORKER_CONCURRENCY": "2",
-            "WEB_HEADER_TIMEOUT": str(HEADER_TIMEOUT),
-            "WEB_READ_TIMEOUT": str(READ_TIMEOUT),
-            "CONCORD_RESTARTS_PER_MINUTE": "1",
-            **extra,
-        }
-    )
-    return env
-
-
-def get(port: int, path: str, *, https_proxy: bool = True) -> http.client.HTTPResponse:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    headers = {"X-Forwarded-Proto": "https"} if https_proxy else {}
-    connection.request("GET", path, headers=headers)
-    response = connection.getresponse()
-    response.body = response.read()  # type: ignore[attr-defined]
-    connection.close()
-    return response
-
-
-def wait_for_page(process: subprocess.Popen, port: int, log: Path) -> None:
-    deadline = time.monotonic() + START_SECONDS
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"bin/concord ended early:\n{log.read_text()}")
-        try:
-            if get(port, "/login/").status == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(0.5)
-    raise AssertionError("bin/concord did not serve /login/ in time")
 
 
 @pytest.fixture(scope="module")
@@ -95,24 +30,16 @@ def production(tmp_path_factory):
     """bin/concord with DEBUG=false on a free port: yields (process, port, env, its output file)."""
     var_dir = tmp_path_factory.mktemp("production")
     port = free_port()
-    env = production_env(var_dir, CONCORD_PORT=str(port))
+    env = production_env(
+        var_dir,
+        CONCORD_PORT=str(port),
+        WEB_HEADER_TIMEOUT=str(HEADER_TIMEOUT),
+        WEB_READ_TIMEOUT=str(READ_TIMEOUT),
+        CONCORD_RESTARTS_PER_MINUTE="1",
+    )
     log = var_dir / "concord.log"
-    with log.open("w") as output:
-        process = subprocess.Popen(
-            ["bin/concord"],
-            cwd=ROOT,
-            env=env,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        wait_for_page(process, port, log)
+    with running_concord(env, log) as process:
         yield process, port, env, log
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            process.wait(timeout=60)
 
 
 def test_production_start_serves_a_styled_page_and_its_css_through_gunicorn(production):
