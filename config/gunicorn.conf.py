@@ -20,6 +20,7 @@ from gevent import monkey
 monkey.patch_all()
 
 import os  # noqa: E402
+from typing import Any  # noqa: E402
 
 
 def _number(name: str, default: int, minimum: int = 1) -> int:
@@ -54,5 +55,5 @@ preload_app = True
 control_socket_disable = True
 
 
-def post_fork(server, worker):
+def post_fork(server: object, worker: Any) -> None:
     worker.read_timeout = float(_read_timeout)

@@ -29,7 +29,7 @@ class TimeoutGeventWorker(GeventWorker):
 
     read_timeout: float = 30.0
 
-    def handle(self, listener, client, addr):
+    def handle(self, listener: Any, client: Any, addr: Any) -> None:
         client.settimeout(self.read_timeout)
         # GeventWorker.handle only makes the socket blocking again (no timeout); skip to the request loop.
         AsyncWorker.handle(self, listener, client, addr)

@@ -27,7 +27,9 @@ def walk(page, live_server, user: str, start: str) -> tuple[list[str], list[str]
     page.fill("input[name=password]", "concord-demo")
     page.keyboard.press("Enter")
     page.wait_for_url(lambda url: "/login/" not in url)
-    queue, seen, landed, violations = [start], set(), [], []
+    queue, seen = [start], set()
+    landed: list[str] = []
+    violations: list[str] = []
     while queue and len(landed) < PAGES_PER_USER:
         path = queue.pop(0)
         if path in seen:
