@@ -35,7 +35,7 @@ def production(tmp_path_factory):
         CONCORD_PORT=str(port),
         WEB_HEADER_TIMEOUT=str(HEADER_TIMEOUT),
         WEB_READ_TIMEOUT=str(READ_TIMEOUT),
-        CONCORD_RESTARTS_PER_MINUTE="1",
+        CONCORD_RESTARTS_PER_MINUTE="2",
     )
     log = var_dir / "concord.log"
     with running_concord(env, log) as process:
@@ -169,37 +169,69 @@ def test_a_client_too_slow_with_its_headers_or_body_is_cut_off(production):
     body.close()
 
 
-def celery_child(process: subprocess.Popen, *, other_than: str = "", timeout: float = 60) -> str:
-    """The pid of bin/concord's Celery worker (a new one, when `other_than` names the old)."""
-    deadline = time.monotonic() + timeout
+def celery_child(process: subprocess.Popen, *, other_than: str = "") -> str | None:
+    """The pid of bin/concord's Celery worker (other than `other_than`), or None."""
+    children = subprocess.run(
+        ["pgrep", "-P", str(process.pid)], capture_output=True, text=True
+    ).stdout.split()
+    for pid in children:
+        try:
+            if pid != other_than and b"celery" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return pid
+        except FileNotFoundError:
+            pass
+    return None
+
+
+def started_again_or_stopped(process: subprocess.Popen, log: Path, old_worker: str) -> bool:
+    """After the worker `old_worker` ended: True once bin/concord started another, False once it says it
+    stops everything instead."""
+    deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
-        children = subprocess.run(
-            ["pgrep", "-P", str(process.pid)], capture_output=True, text=True
-        ).stdout.split()
-        for pid in children:
-            try:
-                if pid != other_than and b"celery" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                    return pid
-            except FileNotFoundError:
-                pass
+        if "stopping everything" in log.read_text():
+            return False
+        if celery_child(process, other_than=old_worker):
+            return True
         time.sleep(0.2)
-    raise AssertionError("no Celery worker under bin/concord")
+    raise AssertionError(f"bin/concord neither started the worker again nor stopped:\n{log.read_text()}")
+
+
+def test_a_worker_the_file_broker_failed_is_started_again(production):
+    process, port, env, log = production
+    worker = celery_child(process)
+    assert worker
+    queue = Path(env["CONCORD_VAR_DIR"]) / "broker" / "queue"
+    away = queue.with_name("queue.away")
+    queue.rename(away)  # the embedded broker's folder is gone for a moment
+    time.sleep(3)
+    if queue.exists():  # a worker started meanwhile made it again
+        for message in away.iterdir():
+            message.rename(queue / message.name)
+        away.rmdir()
+    else:
+        away.rename(queue)
+    assert started_again_or_stopped(process, log, worker)
+    assert (
+        "Concord: the Celery worker stopped (exit status 1); starting it again (restart 1 of at most 2"
+        in (log.read_text())
+    )
+    assert get(port, "/login/").status == 200
 
 
 def test_a_child_that_dies_is_started_again_until_it_dies_too_often_then_everything_stops(production):
     process, port, _, log = production
-    worker = celery_child(process)
-    os.kill(int(worker), signal.SIGKILL)
-    again = celery_child(process, other_than=worker)
-    assert process.poll() is None and get(port, "/login/").status == 200
-    assert "the Celery worker stopped (exit status 137); starting it again (restart 1 of at most 1" in (
-        log.read_text()
-    )
-    os.kill(int(again), signal.SIGKILL)  # a second time within the minute: past CONCORD_RESTARTS_PER_MINUTE
+    for _ in range(4):  # restarts older than a minute no longer count: kill until the limit is passed
+        worker = celery_child(process)
+        assert worker
+        os.kill(int(worker), signal.SIGKILL)
+        if not started_again_or_stopped(process, log, worker):
+            break
+        assert process.poll() is None and get(port, "/login/").status == 200
+        assert "Concord: the Celery worker stopped (exit status 137); starting it again" in log.read_text()
     assert process.wait(timeout=90) == 1
     output = log.read_text()
     assert "createsuperuser" in output and "concord-demo" not in output
-    assert "the Celery worker stopped (exit status 137) after 1 restarts within a minute; stopping" in output
+    assert "the Celery worker stopped (exit status 137) after 2 restarts within a minute; stopping" in output
     with pytest.raises(OSError):
         get(port, "/login/")
 
