@@ -60,8 +60,9 @@ class BufferedApplication:
                 return plain_response(
                     start_response,
                     "413 Request Entity Too Large",
-                    f"The request body ({int(length)} bytes) is larger than this server accepts "
-                    f"({self.max_body_bytes} bytes).",
+                    f"The request ({int(length):,} bytes) is larger than the upload limit of "
+                    f"{self.max_body_bytes - ENVELOPE_BYTES:,} bytes; it was refused before being stored. "
+                    "Import a file this large with `manage.py import_dataset`, or split it.",
                 )
             try:
                 environ["wsgi.input"] = self.read_body(environ["wsgi.input"], int(length))
