@@ -1,5 +1,6 @@
 """A Redis restart under `DEBUG=false bin/concord`: a judge run (the simulated model) and a background
-upload that were running finish exactly once, and the next upload is taken within its stale time.
+upload that were running finish exactly once, and the next upload is taken within its stale time. A worker
+that outlives a restart (it holds no unacknowledged message) takes over what the restart lost.
 
 The Redis server is the test's own (a free loopback port, its append-only file in a temporary folder, so
 queued messages outlive the restart as they do on a production Redis); the machine's Redis is not touched.
@@ -161,3 +162,49 @@ def test_a_redis_restart_leaves_runs_and_uploads_finishing_exactly_once(tmp_path
     assert items["Big"] == BIG_UPLOAD_ITEMS and items["Small"] == 10
     assert calls == (24, 24) and not_done == 0  # 12 demo dialogs x 2 rubrics, one sample each
     assert model_ratings == (24, 24)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_that_outlived_a_redis_restart_takes_over_uploads_whose_message_was_lost(
+    project, researcher, settings, tmp_path
+):
+    from datasets.jobs import create_upload_job
+    from datasets.models import UploadJob
+    from tests.datasets.helpers import dialog, write_jsonl
+    from tests.workers import wait_for, worker_environment
+
+    broker = OwnRedis(tmp_path)
+    broker.start()
+    env = {
+        **worker_environment(),
+        "CELERY_BROKER_URL": f"redis://127.0.0.1:{broker.port}/0",
+        "CELERY_TASK_DEFAULT_QUEUE": "celery",
+        "UPLOAD_STALE_SECONDS": "2",
+        "JUDGE_STALE_SECONDS": "2",  # so that no start-up recovery waits in the worker, unacknowledged
+    }
+    log = tmp_path / "worker.log"
+    with log.open("w") as output:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "threads", "-c", "2"]
+            + ["--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"],
+            cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    try:
+        wait_for(lambda: " ready." in log.read_text(), what="the worker to start", timeout=120)
+        time.sleep(5)  # past its start-up recovery (2 s stale + 1)
+        # A job whose message Redis lost: queued, never taken. Then Redis restarts, the worker idle.
+        job = create_upload_job(
+            project=project, user=researcher, name="Lost", path=write_jsonl(tmp_path / "lost.jsonl",
+            [dialog(n) for n in range(5)]), filename="lost.jsonl", format="auto", options={},
+        )  # fmt: skip
+        broker.stop()
+        time.sleep(2)
+        broker.start()
+        wait_for(
+            lambda: UploadJob.objects.get(pk=job.pk).status == "done", what="the lost upload", timeout=60
+        )
+        assert worker.poll() is None, log.read_text()
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
+        broker.stop()
