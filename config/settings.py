@@ -132,6 +132,12 @@ def database_from_env() -> dict:
     if config["ENGINE"].endswith("postgresql"):
         # Each tester (and xdist worker) keeps its own test database: test_<database>, or CONCORD_TEST_DB.
         config["TEST"] = {"NAME": env_str("CONCORD_TEST_DB", f"test_{config['NAME']}")}
+        # The web server (config/gunicorn.conf.py) serves each request in a greenlet of its own, which never
+        # serves another: its connections are lent by a pool of this many per process instead of kept.
+        pool_size = env_int("DATABASE_POOL_SIZE", 0, minimum=0)
+        if pool_size:
+            config["CONN_MAX_AGE"] = 0
+            config.setdefault("OPTIONS", {})["pool"] = {"min_size": 1, "max_size": pool_size}
     return config
 
 
