@@ -2,9 +2,10 @@
 
 import os
 import resource
+from typing import Any
 
-from celery import Celery
-from celery.signals import worker_init
+from celery import Celery, bootsteps
+from celery.signals import worker_init, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -32,3 +33,23 @@ def limit_worker_memory(**_kwargs: object) -> None:
     from django.conf import settings
 
     limit_memory(int(getattr(settings, "WORKER_MEMORY_LIMIT_MB", 0)))
+
+
+class RecoverAfterReconnecting(bootsteps.StartStopStep):
+    """A worker that lost its broker and connected again does what a starting worker does (worker_ready:
+    judges.tasks, datasets.tasks): it takes over the judge runs and uploads gone silent, whose messages a
+    broker restarted without its data may have lost. The consumer runs this step at each (re)connection."""
+
+    requires = {"celery.worker.consumer.tasks:Tasks"}
+
+    def __init__(self, parent: Any, **kwargs: Any) -> None:
+        super().__init__(parent, **kwargs)
+        self.connections = 0
+
+    def start(self, parent: Any) -> None:
+        self.connections += 1
+        if self.connections > 1:  # the first is the worker's start, which worker_ready already covers
+            worker_ready.send(sender=parent)
+
+
+app.steps["consumer"].add(RecoverAfterReconnecting)

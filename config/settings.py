@@ -15,6 +15,7 @@ from urllib.parse import urlparse, urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("CONCORD_VAR_DIR") or BASE_DIR / "var")
@@ -131,6 +132,12 @@ def database_from_env() -> dict:
     if config["ENGINE"].endswith("postgresql"):
         # Each tester (and xdist worker) keeps its own test database: test_<database>, or CONCORD_TEST_DB.
         config["TEST"] = {"NAME": env_str("CONCORD_TEST_DB", f"test_{config['NAME']}")}
+        # The web server (config/gunicorn.conf.py) serves each request in a greenlet of its own, which never
+        # serves another: its connections are lent by a pool of this many per process instead of kept.
+        pool_size = env_int("DATABASE_POOL_SIZE", 0, minimum=0)
+        if pool_size:
+            config["CONN_MAX_AGE"] = 0
+            config.setdefault("OPTIONS", {})["pool"] = {"min_size": 1, "max_size": pool_size}
     return config
 
 
@@ -164,6 +171,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -247,6 +255,23 @@ CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 365 * 24 * 3600)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", not DEBUG)
+# Pages load scripts, styles, images and fonts from Concord alone and run no inline script, so an injected
+# <script> or on...= attribute does nothing. Style attributes stay allowed (not <style> elements): the
+# progress bars' and charts' widths are computed on the server. base.html turns off htmx's own inline
+# <style>. Enforced with DEBUG off; tests/browser/test_content_security_policy_in_browser.py checks the pages.
+CONCORD_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF],
+    "style-src": [CSP.SELF],
+    "style-src-attr": [CSP.UNSAFE_INLINE],
+    "img-src": [CSP.SELF, "data:"],
+    "connect-src": [CSP.SELF],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.SELF],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+}
+SECURE_CSP = {} if DEBUG else CONCORD_CSP
 
 # The demo project and its users with the published password: only when asked for, or in debug
 # (bin/concord reads it; checked here so that a malformed value stops start-up).
@@ -294,6 +319,11 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # machine. 0: no limit. With a prefork pool, a child above it after a task is also replaced (in KB).
 WORKER_MEMORY_LIMIT_MB = env_int("WORKER_MEMORY_LIMIT_MB", 2048, minimum=0)
 CELERY_WORKER_MAX_MEMORY_PER_CHILD = WORKER_MEMORY_LIMIT_MB * 1024 or None
+# A worker waits for a broker that is down (at start or after losing it) for as long as it takes, rather
+# than giving up after Celery's 100 attempts. (A Redis restart can still end it in kombu's redis transport,
+# closing a channel whose connection is gone; bin/concord then starts it again, see README.)
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 
 # Redis for cross-worker state (rate limits). Defaults to the broker when that is Redis.
 REDIS_URL = env_url(

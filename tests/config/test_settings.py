@@ -104,3 +104,11 @@ def test_a_malformed_encryption_key_is_named_by_position_never_repeated(tmp_path
     assert result.returncode != 0
     assert "CONCORD_ENCRYPTION_KEY: key 2 is not a Fernet key" in result.stderr
     assert "sk-this-is-not-a-fernet-key" not in result.stderr
+
+
+def test_the_web_servers_pool_size_lends_postgresql_connections_instead_of_keeping_them(tmp_path):
+    url = "postgres://concord@db.internal:5432/concord"
+    pooled = database_settings(tmp_path, DATABASE_URL=url, DATABASE_POOL_SIZE="8")
+    assert pooled["OPTIONS"]["pool"] == {"min_size": 1, "max_size": 8} and pooled["CONN_MAX_AGE"] == 0
+    kept = database_settings(tmp_path, DATABASE_URL=url)  # the Celery workers and everything else
+    assert "pool" not in kept.get("OPTIONS", {}) and kept["CONN_MAX_AGE"] == 60
