@@ -20,7 +20,7 @@ FEED_FORWARD = 128
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 MERGES = ["S A", "SA M", "SAM E"]  # so "SAME" is one token, as in real vocabularies
 FAVOURED = list("12345") + ["A", "B", "SAME", "{", "}", "~"]
-END_BIAS = 0.3  # how soon a reply ends (at the temperature llama-server defaults to)
+END_BIAS = 3.0  # how soon a reply ends (at the temperature llama-server defaults to)
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
@@ -86,12 +86,12 @@ def write_tiny_model(path: Path, *, context_length: int, seed: int = 33) -> Path
     output[:, 0] = 0.0
     for byte in [*range(0x20), *range(0x7F, 0x100)]:
         if byte != 0x0A:
-            output[byte, 0] = -8.0
+            output[byte, 0] = -30.0
     stand_in = dict(zip(range(256), byte_tokens(), strict=True))
     for text in FAVOURED:
         token = tokens.index("".join(stand_in[b] for b in text.encode()))
         output[token] *= 3.0
-        output[token, 0] = 0.5
+        output[token, 0] = 1.5 if text.isdigit() else 0.5
     output[tokens.index("<|im_end|>"), 0] = END_BIAS
     writer.add_tensor("token_embd.weight", embedding)
     writer.add_tensor("output_norm.weight", np.ones(EMBEDDING, dtype=np.float32))
