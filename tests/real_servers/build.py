@@ -96,7 +96,11 @@ def ensure_llama_server() -> Path:
     with locked("llama-server"):
         if (target / "llama-server").exists():
             return target
-        print(f"Building llama-server once (about 7 minutes on 2 idle cores, longer on a busy machine) into {target} ...", flush=True)
+        print(
+            "Building llama-server once (about 7 minutes on 2 idle cores, longer on a busy machine)"
+            f" into {target} ...",
+            flush=True,
+        )
         started = time.monotonic()
         ensure_build_tools()
         target.parent.mkdir(parents=True, exist_ok=True)
