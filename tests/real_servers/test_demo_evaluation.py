@@ -182,7 +182,7 @@ def expected_geval(answer: dict[str, Any], scale: list[str]) -> float | None:
         position = next((n for n, token in enumerate(tokens) if not set(token["token"]) <= FORMATTING), None)
     if position is None:
         return None
-    mass = {}
+    mass: dict[str, float] = {}
     for alternative in tokens[position]["top_logprobs"]:
         value = alternative["token"].strip()
         if value in scale:
