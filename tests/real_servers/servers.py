@@ -93,7 +93,20 @@ def start_llama_server(model: Path, *, logs: Path, name: str = "llama-server", a
         )
     port = free_port()
     env = {"PATH": os.environ.get("PATH", ""), "LD_LIBRARY_PATH": str(home)}
-    command = [str(binary), "--model", str(model), "--host", LOOPBACK, "--port", str(port), *args]
+    # Served as `tiny` (as labs name theirs with --alias): /v1/models lists the model's file path otherwise, and a
+    # judge's model name would match no listed model (its owned_by "llamacpp" would go unread).
+    command = [
+        str(binary),
+        "--model",
+        str(model),
+        "--alias",
+        "tiny",
+        "--host",
+        LOOPBACK,
+        "--port",
+        str(port),
+        *args,
+    ]
     return start(name, command, port=port, ready_path="/health", logs=logs, env=env)
 
 
