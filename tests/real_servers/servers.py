@@ -93,8 +93,8 @@ def start_llama_server(model: Path, *, logs: Path, name: str = "llama-server", a
         )
     port = free_port()
     env = {"PATH": os.environ.get("PATH", ""), "LD_LIBRARY_PATH": str(home)}
-    # Served as `tiny` (as labs name theirs with --alias): /v1/models lists the model's file path otherwise, and a
-    # judge's model name would match no listed model (its owned_by "llamacpp" would go unread).
+    # Served as `tiny` (as labs name theirs with --alias): /v1/models lists the model's file path otherwise,
+    # and a judge's model name would match no listed model (its owned_by "llamacpp" would go unread).
     command = [
         str(binary),
         "--model",
