@@ -7,7 +7,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('datasets', '0007_item_texts_out_of_line'),
-        ('evaluations', '0007_order_least_rated'),
+        ('evaluations', '0008_order_least_rated'),
         ('rating', '0003_keyboard_settings_and_rater_view'),
     ]
 

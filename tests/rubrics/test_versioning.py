@@ -161,7 +161,7 @@ def test_the_migration_renames_project_rubrics_that_had_a_builtins_name(builtins
     from django.apps import apps
     from django.db import connection
 
-    migration = importlib.import_module("rubrics.migrations.0004_rubric_names_apart_from_builtins")
+    migration = importlib.import_module("rubrics.migrations.0005_rubric_names_apart_from_builtins")
     editor = _Editor(connection)
     migration.backwards(apps, editor)  # as before it: the name could be taken
     taken = factories.make_rubric(project=project, name="repetitiveness")

@@ -90,6 +90,6 @@ def backwards(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("rubrics", "0003_builtin_rubrics"),
+        ("rubrics", "0004_version_example_count"),
     ]
     operations = [migrations.RunPython(forwards, backwards)]

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('evaluations', '0006_excluded_items'),
+        ('evaluations', '0007_bound_overlap_and_reservation_minutes'),
     ]
 
     operations = [
