@@ -3,8 +3,6 @@ real Celery worker: llama.cpp's llama-server with its default slots, and LiteLLM
 A recording proxy keeps what each server answered, so the stored G-Eval scores are checked against the
 logprobs the server really returned.
 
-Assertions today's judges fail (issue 33) are marked xfail(strict=True) with the issue's point: they flip
-to a failure (an unexpected pass) when the fix lands, and the mark goes then.
 """
 
 from __future__ import annotations
@@ -260,12 +258,10 @@ def test_connection_test_finds_llama_server_and_what_it_accepts(llama_run):
     assert llama_run.capabilities["json_schema"] is True
 
 
-@pytest.mark.xfail(strict=True, reason="issue 33 point 5: default concurrency overruns llama-server's slots")
 def test_llama_server_every_call_done_or_failed_for_its_own_reason(llama_run):
     check_every_call_done_or_failed_for_its_own_reason(llama_run)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 33 point 2: G-Eval scores a later digit, not its position")
 def test_llama_server_geval_scores_are_the_expectation_of_the_returned_logprobs(llama_run):
     check_geval_scores(llama_run)
 
@@ -282,12 +278,10 @@ def litellm_run(litellm_recorder, litellm_backend_recorder, celery_worker_proces
     )
 
 
-@pytest.mark.xfail(strict=True, reason="issue 33 point 5: default concurrency overruns llama-server's slots")
 def test_litellm_every_call_done_or_failed_for_its_own_reason(litellm_run):
     check_every_call_done_or_failed_for_its_own_reason(litellm_run)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 33 point 2: G-Eval scores a later digit, not its position")
 def test_litellm_geval_scores_are_the_expectation_of_the_returned_logprobs(litellm_run):
     check_geval_scores(litellm_run)
 
@@ -348,7 +342,6 @@ def test_llama_server_refuses_a_prompt_longer_than_its_context_with_400(too_long
         assert refusal.response["error"]["n_ctx"] == SMALL_CONTEXT
 
 
-@pytest.mark.xfail(strict=True, reason="issue 33 point 4: one prompt too long stops the whole run")
 def test_a_too_long_item_fails_alone_and_the_run_goes_on(too_long_run):
     status, error = too_long_run.calls[TOO_LONG_ITEM]
     assert status == JudgeCall.Status.FAILED and TOO_LONG_ITEM in error
