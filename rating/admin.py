@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import Assignment, Slot
+from .models import Assignment, KeyboardSettings, RaterView, Slot
 
 
 @admin.register(Assignment)
@@ -15,3 +15,15 @@ class SlotAdmin(admin.ModelAdmin):
     list_display = ["evaluation", "item", "rank", "claims", "is_open"]
     list_filter = ["is_open"]
     raw_id_fields = ["evaluation", "item"]
+
+
+@admin.register(KeyboardSettings)
+class KeyboardSettingsAdmin(admin.ModelAdmin):
+    list_display = ["user", "shortcuts_on"]
+    raw_id_fields = ["user"]
+
+
+@admin.register(RaterView)
+class RaterViewAdmin(admin.ModelAdmin):
+    list_display = ["evaluation"]
+    raw_id_fields = ["evaluation"]

@@ -96,13 +96,11 @@ class RubricVersion(models.Model):
 
     @property
     def label(self) -> str:
-        """The name pages, run names and exports show: unlike str() (NAME@N), it tells apart a built-in's
-        version and a project copy's (same name, numbered from 1) and says which prompt carries examples."""
+        """The name pages, run names and exports show: NAME vN, and which prompt carries examples (a
+        project's copy of a built-in is named apart from it, "NAME (copy)" or "NAME (examples)")."""
         label = f"{self.rubric.name} v{self.number}"
         if self.example_count:
             return f"{label} + {self.example_count} example{'' if self.example_count == 1 else 's'}"
-        if self.rubric.copied_from_id is not None:
-            return f"{label} (project copy)"
         return label
 
     @property

@@ -114,6 +114,6 @@ def test_a_built_in_rubric_can_get_examples_twice(evaluation):
     wanted, _ = _expected(evaluation)
     first = make_examples_version(evaluation=evaluation, run=run, item_ids=wanted[:1])
     second = make_examples_version(evaluation=evaluation, run=run, item_ids=wanted[1:3])
-    name = run.version.rubric.name
+    name = f"{run.version.rubric.name} (examples)"
     assert (first.label, second.label) == (f"{name} v1 + 1 example", f"{name} v2 + 2 examples")
     assert first.rubric_id == second.rubric_id != run.version.rubric_id

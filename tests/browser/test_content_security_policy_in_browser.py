@@ -7,6 +7,8 @@ import re
 import pytest
 from django.core.management import call_command
 
+from rubrics.builtins import ensure_builtin_rubrics
+
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
 COLLECT_VIOLATIONS = """
@@ -53,6 +55,7 @@ def test_the_demo_pages_run_under_the_content_security_policy_with_no_violation(
     chromium, live_server, settings
 ):
     settings.SECURE_CSP = settings.CONCORD_CSP
+    ensure_builtin_rubrics()  # a transactional test before this one may have flushed them
     call_command("setup_demo", verbosity=0)
     console: list[str] = []
     context = chromium.new_context(viewport={"width": 1366, "height": 900})

@@ -701,5 +701,8 @@ def test_runs_of_the_longest_judge_and_rubric_names_get_rater_names_that_fit_and
     runs = [launch_run(judge=judge, evaluation=evaluation, rubric_version=version) for _ in range(2)]
     names = [run.rater.name for run in runs]
     assert all(len(name) == 200 for name in names)
-    assert [name[-12:] for name in names] == ["R…@1 · run 1", "R…@1 · run 2"]
+    assert [name[-len(f"R… v1 (id {version.pk}) · run 1") :] for name in names] == [
+        f"R… v1 (id {version.pk}) · run 1",
+        f"R… v1 (id {version.pk}) · run 2",
+    ]
     assert names[0].startswith("J" * 120 + " · RRR")

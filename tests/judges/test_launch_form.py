@@ -33,7 +33,8 @@ def test_each_box_says_what_it_would_run_and_what_it_would_make_again(
     assert box is not None and " checked" in box.group(0)
     assert "Quality v1" in box.group(0)
     assert (
-        "3 calls, made again: this judge already ran it here (fake judge · Quality v1 · run 1" in box.group(0)
+        "3 calls, made again: this judge already ran it here "
+        f"(fake judge · Quality v1 (id {version.pk}) · run 1" in box.group(0)
     )
 
 

@@ -27,7 +27,11 @@ def two_runs(project, fake_llm):
     builtin = factories.make_rubric(project=None, name="Chat quality")
     dataset = factories.make_dataset(project, items=ITEMS)
     evaluation = factories.make_evaluation(project, dataset, [builtin], name="Iteration")
-    copy = factories.make_rubric(project=project, name="Chat quality")  # the project copy, v1 again
+    copy = factories.make_rubric(
+        project=project, name="Chat quality (examples)"
+    )  # the project copy, v1 again
+    copy.example_count = 2  # as agreement.examples stores it
+    copy.save(update_fields=["example_count"])
     examples = list(dataset.items.order_by("position").values_list("pk", flat=True)[:2])
     JudgeOnlyVersion.objects.create(evaluation=evaluation, rubric_version=copy, example_items=examples)
     judge = make_judge(project, fake_llm, name="sim")
@@ -38,9 +42,9 @@ def two_runs(project, fake_llm):
 
 def test_versions_have_distinct_labels_and_run_names_carry_label_and_id(two_runs):
     _, builtin, copy, first, second = two_runs
-    assert (builtin.label, copy.label) == ("Chat quality v1", "Chat quality v1 + 2 examples")
+    assert (builtin.label, copy.label) == ("Chat quality v1", "Chat quality (examples) v1 + 2 examples")
     assert first.rater.name == f"sim · Chat quality v1 (id {builtin.pk}) · run 1"
-    assert second.rater.name == f"sim · Chat quality v1 + 2 examples (id {copy.pk}) · run 2"
+    assert second.rater.name == f"sim · Chat quality (examples) v1 + 2 examples (id {copy.pk}) · run 2"
 
 
 def _long(evaluation):
@@ -51,7 +55,7 @@ def test_long_csv_and_jsonl_carry_the_version_label_and_id(two_runs):
     evaluation, builtin, copy, first, second = two_runs
     expected = {
         (first.rater.name, "Chat quality v1", builtin.pk),
-        (second.rater.name, "Chat quality v1 + 2 examples", copy.pk),
+        (second.rater.name, "Chat quality (examples) v1 + 2 examples", copy.pk),
     }
     rows = _long(evaluation)
     assert len(rows) == 2 * ITEMS
@@ -74,7 +78,7 @@ def test_wide_csv_has_a_column_for_each_run_headed_by_label_and_id(two_runs):
     rows = list(csv.DictReader(io.StringIO(b"".join(exports.stream(evaluation, "wide")).decode())))
     columns = [
         f"Chat quality v1 (id {builtin.pk}) | {first.rater.name}",
-        f"Chat quality v1 + 2 examples (id {copy.pk}) | {second.rater.name}",
+        f"Chat quality (examples) v1 + 2 examples (id {copy.pk}) | {second.rater.name}",
     ]
     assert list(rows[0]) == ["item_id", *columns, f"Chat quality v1 (id {builtin.pk}) | human mean"]
     assert len(rows) == ITEMS and all(row[column] for row in rows for column in columns)
@@ -91,14 +95,14 @@ def test_workbook_sheets_include_both_runs_and_name_the_versions(two_runs):
         (r[at["rater"]], r[at["rubric_version_label"]], r[at["rubric_version_id"]]) for r in long[1:]
     } == {
         (first.rater.name, "Chat quality v1", builtin.pk),
-        (second.rater.name, "Chat quality v1 + 2 examples", copy.pk),
+        (second.rater.name, "Chat quality (examples) v1 + 2 examples", copy.pk),
     }
     wide_header = next(book["wide"].iter_rows(values_only=True))
-    assert f"Chat quality v1 + 2 examples (id {copy.pk}) | {second.rater.name}" in wide_header
+    assert f"Chat quality (examples) v1 + 2 examples (id {copy.pk}) | {second.rater.name}" in wide_header
     versions = [list(row) for row in book["rubric versions"].iter_rows(values_only=True)][1:]
     assert versions == [
         [builtin.pk, "Chat quality v1", "Chat quality", 1, "no", 0],
-        [copy.pk, "Chat quality v1 + 2 examples", "Chat quality", 1, "yes", 2],
+        [copy.pk, "Chat quality (examples) v1 + 2 examples", "Chat quality (examples)", 1, "yes", 2],
     ]
 
 
@@ -123,8 +127,7 @@ def test_long_export_is_refused_where_the_judge_only_version_is_missing_never_pu
     with pytest.raises(RatingsImportError) as refused:
         import_ratings(evaluation=elsewhere, path=path)
     assert (
-        f"rubric_version_id {copy.pk} (Chat quality v1 + 2 examples) is not a version of this evaluation, "
-        f"and Chat quality v1 here is another one"
+        "rubric 'Chat quality (examples)' is not in this evaluation (its rubrics: Chat quality@1)"
     ) in str(refused.value)
     assert refused.value.total == ITEMS  # the rows of the v1 run were fine
     assert not elsewhere.ratings.exists()

@@ -8,9 +8,8 @@ def test_a_project_copy_of_a_built_in_is_labelled_apart_from_the_built_in(builti
     copy = edit_rubric(
         rubric=builtin.rubric, project=project, changes={"prompt_template": builtin.prompt_template + " "}
     )
-    assert str(copy) == str(builtin)  # NAME@1 both: the reason for labels
     assert builtin.label == "Multi-turn chat quality v1"
-    assert copy.label == "Multi-turn chat quality v1 (project copy)"
+    assert copy.label == "Multi-turn chat quality (copy) v1"
 
 
 def test_a_version_with_examples_says_how_many(builtins, project):
@@ -19,6 +18,6 @@ def test_a_version_with_examples_says_how_many(builtins, project):
         rubric=builtin.rubric, project=project, changes={"prompt_template": builtin.prompt_template + " "}
     )
     copy.example_count = 6
-    assert copy.label == "Multi-turn chat quality v1 + 6 examples"
+    assert copy.label == "Multi-turn chat quality (copy) v1 + 6 examples"
     copy.example_count = 1
-    assert copy.label == "Multi-turn chat quality v1 + 1 example"
+    assert copy.label == "Multi-turn chat quality (copy) v1 + 1 example"
