@@ -266,7 +266,12 @@ def test_llama_server_every_call_done_or_failed_for_its_own_reason(llama_run):
 
 @pytest.mark.xfail(
     strict=False,
-    reason="issue 33, seen on the real server: 9 of 36 stored G-Eval scores differ from this test's expectation (e.g. 2.0605 against 2.0000 for a reply starting '2N2'): the parser counts alternatives such as ' 3' or '4.' as scale values, expected_geval() only bare digits; which reading is right is open",
+    reason=(
+        "issue 33, seen on the real server: 9 of 36 stored G-Eval scores differ from this test's "
+        "expectation (e.g. 2.0605 against 2.0000 for a reply starting '2N2'): the parser counts "
+        "alternatives such as ' 3' or '4.' as scale values, expected_geval() only bare digits; "
+        "which reading is right is open"
+    ),
 )
 def test_llama_server_geval_scores_are_the_expectation_of_the_returned_logprobs(llama_run):
     check_geval_scores(llama_run)
@@ -274,7 +279,10 @@ def test_llama_server_geval_scores_are_the_expectation_of_the_returned_logprobs(
 
 @pytest.mark.xfail(
     strict=False,
-    reason="issue 33, seen on the real server: a pairwise reply the grammar shaped was stored as a parsed choice where this test reads it as a parse failure",
+    reason=(
+        "issue 33, seen on the real server: a pairwise reply the grammar shaped was stored as a "
+        "parsed choice where this test reads it as a parse failure"
+    ),
 )
 def test_llama_server_pairwise_answers_under_its_json_grammar_are_read_as_written(llama_run):
     check_pairwise_grammar_answers(llama_run)
@@ -290,7 +298,10 @@ def litellm_run(litellm_recorder, litellm_backend_recorder, celery_worker_proces
 
 @pytest.mark.xfail(
     strict=False,
-    reason="issue 33, seen on the real server: through LiteLLM some calls still fail 'after retries' on llama-server's 'Context size has been exceeded' with the default slots",
+    reason=(
+        "issue 33, seen on the real server: through LiteLLM some calls still fail 'after retries' "
+        "on llama-server's 'Context size has been exceeded' with the default slots"
+    ),
 )
 def test_litellm_every_call_done_or_failed_for_its_own_reason(litellm_run):
     check_every_call_done_or_failed_for_its_own_reason(litellm_run)
@@ -298,7 +309,10 @@ def test_litellm_every_call_done_or_failed_for_its_own_reason(litellm_run):
 
 @pytest.mark.xfail(
     strict=False,
-    reason="issue 33, seen on the real server: 7 of 33 stored G-Eval scores differ from this test's expectation, as on llama-server",
+    reason=(
+        "issue 33, seen on the real server: 7 of 33 stored G-Eval scores differ from this test's "
+        "expectation, as on llama-server"
+    ),
 )
 def test_litellm_geval_scores_are_the_expectation_of_the_returned_logprobs(litellm_run):
     check_geval_scores(litellm_run)
@@ -362,7 +376,10 @@ def test_llama_server_refuses_a_prompt_longer_than_its_context_with_400(too_long
 
 @pytest.mark.xfail(
     strict=False,
-    reason="issue 33, seen on the real server: the too-long call fails alone, but other calls on the one-slot server fail after retries, so the run ends failed",
+    reason=(
+        "issue 33, seen on the real server: the too-long call fails alone, but other calls on the "
+        "one-slot server fail after retries, so the run ends failed"
+    ),
 )
 def test_a_too_long_item_fails_alone_and_the_run_goes_on(too_long_run):
     status, error = too_long_run.calls[TOO_LONG_ITEM]
